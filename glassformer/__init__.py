@@ -1,0 +1,20 @@
+"""glassformer: the transformer you can see through.
+
+A NumPy float64 reference engine (`glassformer.reference`) that *is* the math of two articles
+(Raschka's trainable self-attention; Sanseviero's "Random Transformer"), with every intermediate
+recorded by `glassformer.trace`, over one `Config` and one weight-naming scheme (`weights.spec`).
+"""
+
+from glassformer.config import PRESETS, Config, preset
+from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
+
+__all__ = [
+    "Config",
+    "PRESETS",
+    "preset",
+    "GlassformerError",
+    "ConfigError",
+    "CheckpointError",
+    "TokenizerError",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,313 @@
+"""`Config`: the architecture of a glassformer model, shared by both engines.
+
+One frozen dataclass describes the three stacks of seed 002 (encoder-decoder for translation,
+decoder-only for free generation, encoder-only for classification). It holds architecture only:
+no training settings, no file paths. Every field is validated on construction with an error that
+names the field and what is allowed. This module deliberately knows nothing about weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from glassformer.errors import ConfigError
+
+Arch = Literal["encoder-decoder", "decoder", "encoder"]
+Positions = Literal["sinusoidal", "learned", "none"]
+Norm = Literal["post", "pre"]
+Activation = Literal["relu", "gelu", "gelu_tanh"]
+
+
+@dataclass(frozen=True)
+class Config:
+    """Architecture of one model.
+
+    arch: "encoder-decoder" (translation), "decoder" (GPT-style LM) or "encoder" (classifier).
+    head_dim: the per-head width D of Q, K, V; None means d_model // n_heads. It may differ from
+        d_model / n_heads: the Random Transformer uses d_model 4 with two 3-dim heads.
+    positions: "sinusoidal" (Vaswani et al., base 10000), "learned" (GPT-2) or "none".
+    norm: "post" = LayerNorm(x + Sublayer(x)) as in the articles; "pre" = x + Sublayer(LN(x)) as in
+        GPT-2, with a final LayerNorm after the stack.
+    activation: FFN non-linearity: "relu" (articles), "gelu" (exact, erf) or "gelu_tanh" (GPT-2).
+    bias: whether every linear layer (Q, K, V, W_O, FFN, output head) has a bias.
+    tie_embeddings: the output head reuses the decoder's token embedding matrix.
+    n_classes: size of the classifier head on an encoder (0: the encoder returns hidden states).
+    n_encoder_layers, n_decoder_layers: None means 2 for a stack the arch has, 0 otherwise.
+    """
+
+    arch: Arch = "decoder"
+    vocab_size: int = 256
+    d_model: int = 64
+    n_heads: int = 4
+    head_dim: int | None = None
+    d_ff: int = 256
+    n_encoder_layers: int | None = None
+    n_decoder_layers: int | None = None
+    max_len: int = 128
+    positions: Positions = "sinusoidal"
+    norm: Norm = "post"
+    activation: Activation = "relu"
+    bias: bool = True
+    tie_embeddings: bool = False
+    ln_eps: float = 1e-5
+    n_classes: int = 0
+
+    def __post_init__(self) -> None:
+        hints = typing.get_type_hints(Config)
+        for f in fields(self):
+            _check_type(f.name, getattr(self, f.name), hints[f.name])
+        if self.head_dim is None:
+            if self.d_model % self.n_heads:
+                raise ConfigError(
+                    f"head_dim: d_model={self.d_model} is not divisible by n_heads={self.n_heads}; "
+                    "set head_dim explicitly or change n_heads"
+                )
+            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
+        for name, has in (
+            ("n_encoder_layers", self.has_encoder),
+            ("n_decoder_layers", self.has_decoder),
+        ):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, 2 if has else 0)
+        for name in ("vocab_size", "d_model", "n_heads", "head_dim", "d_ff", "max_len"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("n_encoder_layers", "n_decoder_layers", "n_classes"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 < self.ln_eps < 1.0:
+            raise ConfigError(f"ln_eps must be in (0, 1), got {self.ln_eps}")
+        self._check_stacks()
+
+    def _check_stacks(self) -> None:
+        needs = {
+            "encoder-decoder": ("n_encoder_layers", "n_decoder_layers"),
+            "decoder": ("n_decoder_layers",),
+            "encoder": ("n_encoder_layers",),
+        }[self.arch]
+        for name in ("n_encoder_layers", "n_decoder_layers"):
+            value = getattr(self, name)
+            if name in needs and value < 1:
+                raise ConfigError(f"{name} must be >= 1 for arch={self.arch!r}, got {value}")
+            if name not in needs and value != 0:
+                raise ConfigError(
+                    f"{name}={value} but arch={self.arch!r} has no such stack; set {name}=0"
+                )
+        if self.arch != "encoder" and self.n_classes:
+            raise ConfigError(
+                f"n_classes is for arch='encoder' only; set n_classes=0 for {self.arch!r}"
+            )
+        if self.arch == "encoder" and self.tie_embeddings:
+            raise ConfigError(
+                "tie_embeddings needs an output head over the vocabulary; "
+                "arch='encoder' has none: set tie_embeddings=false"
+            )
+
+    # -- derived sizes -------------------------------------------------------------------------
+
+    @property
+    def has_encoder(self) -> bool:
+        return self.arch in ("encoder-decoder", "encoder")
+
+    @property
+    def has_decoder(self) -> bool:
+        return self.arch in ("encoder-decoder", "decoder")
+
+    @property
+    def attn_dim(self) -> int:
+        """H * D: the width of the concatenated heads (6 in the Random Transformer)."""
+        return self.n_heads * self.head_dim
+
+    # -- serialisation -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Config:
+        if not isinstance(data, dict):
+            raise ConfigError(f"a config must be a JSON object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown config field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}"
+            )
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Config:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config is not valid JSON ({e})") from None
+        return cls.from_dict(data)
+
+    def override(self, *assignments: str) -> Config:
+        """A copy with `key=value` assignments applied, each value parsed by the field's type."""
+        hints = typing.get_type_hints(Config)
+        changes = {}
+        for item in assignments:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise ConfigError(f"--set {item!r}: expected key=value, for example d_model=128")
+            if key not in hints:
+                raise ConfigError(
+                    f"--set {item!r}: unknown field {key!r}; allowed: {', '.join(sorted(hints))}"
+                )
+            changes[key] = parse_value(key, raw.strip(), hints[key])
+        return dataclasses.replace(self, **changes)
+
+
+def parse_value(name: str, raw: str, hint) -> object:
+    """Parse the text of a `--set name=raw` by the field's annotated type."""
+    args = typing.get_args(hint)
+    if type(None) in args and raw.lower() in ("none", "null", ""):
+        return None
+    base = next((a for a in args if a is not type(None)), hint) if args else hint
+    if typing.get_origin(base) is Literal or typing.get_origin(hint) is Literal:
+        choices = typing.get_args(base if typing.get_origin(base) is Literal else hint)
+        if raw not in choices:
+            raise ConfigError(f"--set {name}={raw}: {name} must be one of {', '.join(choices)}")
+        return raw
+    if base is bool:
+        low = raw.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"--set {name}={raw}: {name} must be true or false")
+    try:
+        return base(raw)
+    except ValueError:
+        kind = {int: "an integer", float: "a number"}.get(base, base.__name__)
+        raise ConfigError(f"--set {name}={raw}: {name} must be {kind}") from None
+
+
+def _check_type(name: str, value: object, hint) -> None:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name} must be one of {', '.join(map(repr, args))}, got {value!r}")
+        return
+    allowed = tuple(a for a in args) if args else (hint,)
+    if value is None and type(None) in allowed:
+        return
+    if bool in allowed:
+        ok = isinstance(value, bool)
+    elif int in allowed:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:  # float
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok:
+        kind = {bool: "true or false", int: "an integer", float: "a number"}[allowed[0]]
+        raise ConfigError(f"{name} must be {kind}, got {value!r}")
+
+
+# -- presets ------------------------------------------------------------------------------------
+
+PRESETS: dict[str, Config] = {
+    # The Random Transformer's sizes: "Hello World" -> "Hola Mundo".
+    "hello-world": Config(
+        arch="encoder-decoder",
+        vocab_size=10,
+        d_model=4,
+        n_heads=2,
+        head_dim=3,
+        d_ff=8,
+        n_encoder_layers=6,
+        n_decoder_layers=6,
+        max_len=8,
+        positions="sinusoidal",
+        norm="post",
+        activation="relu",
+        bias=True,
+        tie_embeddings=False,
+        ln_eps=1e-6,
+    ),
+    # Vaswani et al. 2017, "base" model (shared 37k BPE vocabulary, tied embeddings).
+    "transformer-base": Config(
+        arch="encoder-decoder",
+        vocab_size=37000,
+        d_model=512,
+        n_heads=8,
+        d_ff=2048,
+        n_encoder_layers=6,
+        n_decoder_layers=6,
+        max_len=512,
+        positions="sinusoidal",
+        norm="post",
+        activation="relu",
+        tie_embeddings=True,
+    ),
+    # GPT-2 small (124M parameters).
+    "gpt2-small": Config(
+        arch="decoder",
+        vocab_size=50257,
+        d_model=768,
+        n_heads=12,
+        d_ff=3072,
+        n_decoder_layers=12,
+        max_len=1024,
+        positions="learned",
+        norm="pre",
+        activation="gelu_tanh",
+        tie_embeddings=True,
+    ),
+    # nanoGPT's CPU configuration for character-level Shakespeare.
+    "char-lm": Config(
+        arch="decoder",
+        vocab_size=65,
+        d_model=128,
+        n_heads=4,
+        d_ff=512,
+        n_decoder_layers=4,
+        max_len=64,
+        positions="learned",
+        norm="pre",
+        activation="gelu",
+        bias=False,
+        tie_embeddings=True,
+    ),
+    # A small BERT-style encoder classifier.
+    "encoder-classifier": Config(
+        arch="encoder",
+        vocab_size=256,
+        d_model=64,
+        n_heads=4,
+        d_ff=256,
+        n_encoder_layers=2,
+        n_decoder_layers=0,
+        max_len=128,
+        positions="sinusoidal",
+        norm="post",
+        activation="gelu",
+        n_classes=2,
+    ),
+    # A few-KB model of each stack, for tests and quick experiments.
+    "tiny": Config(
+        arch="decoder",
+        vocab_size=64,
+        d_model=16,
+        n_heads=2,
+        d_ff=32,
+        n_decoder_layers=2,
+        max_len=32,
+    ),
+}
+
+
+def preset(name: str) -> Config:
+    """The named preset; an error lists the names that exist."""
+    try:
+        return PRESETS[name]
+    except KeyError:
+        raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None

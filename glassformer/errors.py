@@ -1,0 +1,21 @@
+"""The one error family of glassformer.
+
+Every error a user can cause is a `GlassformerError` whose message says what was wrong and what to
+do. The CLI prints it as one line and exits non-zero; library callers catch it like any exception.
+"""
+
+
+class GlassformerError(Exception):
+    """Bad input, bad configuration or a bad file: the message says what to do about it."""
+
+
+class ConfigError(GlassformerError, ValueError):
+    """A Config field has a value that is not allowed."""
+
+
+class CheckpointError(GlassformerError):
+    """A checkpoint directory is missing, incomplete or corrupt."""
+
+
+class TokenizerError(GlassformerError):
+    """Text that the tokenizer cannot encode, or a tokenizer file it cannot read."""

@@ -1,0 +1,92 @@
+"""Terminal rendering of a trace: each step as a titled, labelled matrix.
+
+    encoder.0.self_attn.head0.A   A = softmax(Ω / √c) row by row   (2, 2)
+                Hello        World
+    Hello   4.677e-10            1
+    World   1.114e-12            1
+
+Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x `max_cols`.
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+
+from glassformer.trace import Step, Trace
+
+
+def format_number(v: float, digits: int = 6) -> str:
+    if isinstance(v, bool | np.bool_):
+        return "T" if v else "."
+    if np.isnan(v):
+        return "nan"
+    if np.isinf(v):
+        return "-inf" if v < 0 else "inf"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1e6 or a < 1e-4:
+        return f"{v:.{max(digits - 2, 1)}e}"
+    return f"{v:.{digits}g}"
+
+
+def render_matrix(
+    values: np.ndarray,
+    rows=None,
+    cols=None,
+    max_rows: int = 12,
+    max_cols: int = 10,
+    digits: int = 6,
+) -> str:
+    """A vector or matrix as aligned text with optional row and column labels."""
+    v = np.asarray(values)
+    if v.ndim == 0:
+        return format_number(v.item(), digits)
+    if v.ndim == 1:
+        v, rows = v[None, :], None
+    if v.ndim > 2:
+        return f"<{v.ndim}-d array of shape {v.shape}>"
+    n_r, n_c = v.shape
+    show_r, show_c = min(n_r, max_rows), min(n_c, max_cols)
+    cells = [[format_number(x, digits) for x in row[:show_c]] for row in v[:show_r]]
+    if show_c < n_c:
+        for row in cells:
+            row.append("…")
+    head = [str(c) for c in cols[:show_c]] + (["…"] if show_c < n_c else []) if cols else None
+    labels = [str(r) for r in rows[:show_r]] if rows else [""] * show_r
+    width = max([len(c) for row in cells for c in row] + [len(h) for h in head or []] + [1])
+    lw = max((len(x) for x in labels), default=0)
+    lines = []
+    if head:
+        lines.append(" " * lw + "  " + "  ".join(h[:width].rjust(width) for h in head))
+    for label, row in zip(labels, cells, strict=True):
+        lines.append(label.ljust(lw) + "  " + "  ".join(c.rjust(width) for c in row))
+    if show_r < n_r:
+        lines.append(f"… {n_r - show_r} more rows")
+    return "\n".join(lines)
+
+
+def render_step(step: Step, rows=None, cols=None, **kw) -> str:
+    title = f"{step.name}   {step.equation}   {step.shape}".rstrip()
+    body = render_matrix(step.values, rows, cols, **kw)
+    note = f"\n  {step.note}" if step.note else ""
+    return f"{title}{note}\n{_indent(body)}"
+
+
+def render(trace: Trace, only: str | None = None, narrated: bool = False, **kw) -> str:
+    """Every step (or those whose name contains `only`, or only the narrated steps: those with a
+    note), separated by blank lines."""
+    steps = [
+        s for s in trace.steps if (only is None or only in s.name) and (not narrated or s.note)
+    ]
+    return "\n\n".join(render_step(s, *trace.axis_labels(s), **kw) for s in steps)
+
+
+def render_html_pre(trace: Trace) -> str:
+    return f"<pre>{html.escape(render(trace))}</pre>"
+
+
+def _indent(text: str, pad: str = "    ") -> str:
+    return "\n".join(pad + line for line in text.splitlines())

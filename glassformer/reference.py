@@ -1,0 +1,314 @@
+"""The NumPy float64 reference engine: the math of the two articles, line by line.
+
+Pure functions over a parameter dict named by `weights.spec`, one sequence at a time (no batch
+axis), every intermediate `tap`-ped under a stable name. This module is the definition that the
+PyTorch engine is tested against; it is deliberately slow, unbatched and stateless.
+
+Notation (Raschka ch. 3; Sanseviero, "The Random Transformer"): X input rows, Q = X·Wq,
+K = X·Wk, V = X·Wv, scores Ω = Q·Kᵀ, A = softmax(Ω / √c) row by row, C = A·V. Weights are stored
+(out, in) like nn.Linear, so X·Wq is written `X @ Wq.T` with Wq the stored matrix.
+
+Shapes: T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim  F d_ff  V vocab
+Masks: True = may attend.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glassformer.config import Config
+from glassformer.trace import scope, tap
+
+Params = dict[str, np.ndarray]
+
+# -- elementary functions -----------------------------------------------------------------------
+
+
+def softmax(x: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
+    """softmax(x)_i = exp(x_i) / Σ_j exp(x_j), row by row.
+
+    The stable form subtracts the row max first (same result, no overflow); a row that is entirely
+    -inf (every position masked) gives zeros, not NaN. `naive=True` is the Random Transformer's
+    exp(x) / Σ exp(x), which overflows to NaN for large scores: kept to show why.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if naive:
+        e = np.exp(x)
+        return e / e.sum(axis=axis, keepdims=True)
+    m = np.max(x, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    e = np.exp(x - m)
+    s = e.sum(axis=axis, keepdims=True)
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:
+    """LayerNorm(x) = (x - μ) / √(σ² + ε) · γ + β, μ and σ² (population) over each row."""
+    mu = tap("mean", x.mean(axis=-1, keepdims=True))  # (T, 1)
+    var = x.var(axis=-1, keepdims=True)  # (T, 1)
+    tap("std", np.sqrt(var + eps))
+    xhat = tap("normalized", (x - mu) / np.sqrt(var + eps))  # (T, C)
+    return tap("out", xhat * gamma + beta)  # (T, C)
+
+
+def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
+    """x·Wᵀ + b with W stored (out, in)."""
+    y = x @ W.T
+    return y if b is None else y + b
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.0)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    """GELU(x) = x · Φ(x), exact (erf) form."""
+    erf = np.vectorize(math.erf, otypes=[np.float64])
+    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
+
+
+def gelu_tanh(x: np.ndarray) -> np.ndarray:
+    """GPT-2's GELU: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))."""
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
+
+
+def sinusoidal_positions(T: int, C: int, base: float = 10000.0) -> np.ndarray:
+    """PE(pos, 2i) = sin(pos / base^(2i/C)); PE(pos, 2i+1) = cos(pos / base^(2i/C)). (T, C)"""
+    pos = np.arange(T, dtype=np.float64)[:, None]  # (T, 1)
+    two_i = np.arange(0, C, 2, dtype=np.float64)  # (ceil(C/2),)
+    angle = pos / base ** (two_i / C)  # (T, ceil(C/2))
+    P = np.zeros((T, C))
+    P[:, 0::2] = np.sin(angle)
+    P[:, 1::2] = np.cos(angle[:, : C // 2])
+    return P
+
+
+def causal_mask(T: int) -> np.ndarray:
+    """mask[i, j] = j <= i: token i may attend to itself and earlier tokens. (T, T)"""
+    return np.tril(np.ones((T, T), dtype=bool))
+
+
+# -- attention ----------------------------------------------------------------------------------
+
+
+def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = False):
+    """C = softmax(Q·Kᵀ / √c) · V, with masked scores set to -inf before the softmax.
+
+    Q (T, D), K (S, D), V (S, D), mask (T, S) bool or None; scale defaults to √D.
+    """
+    scores = tap("scores", Q @ K.T)  # Ω (T, S)
+    scaled = tap("scaled", scores / (math.sqrt(Q.shape[-1]) if scale is None else scale))
+    if mask is not None:
+        tap("mask", mask)
+        scaled = np.where(mask, scaled, -np.inf)  # (T, S)
+    A = tap("A", softmax(scaled, naive=naive))  # (T, S)
+    return tap("C", A @ V)  # (T, D)
+
+
+def multi_head_attention(p: Params, name: str, X, Xkv, mask, cfg: Config):
+    """Each head h: C_h = attention(X·Wq_h, Xkv·Wk_h, Xkv·Wv_h); Z = concat(C_1..C_H)·W_O.
+
+    X (T, C) gives the queries; Xkv (S, C) the keys and values (X itself for self-attention,
+    the encoder output for cross-attention).
+    """
+    D = cfg.head_dim
+    heads = []
+    for h in range(cfg.n_heads):
+        rows = slice(h * D, (h + 1) * D)
+        with scope(f"head{h}"):
+            proj = {}
+            for which, src in (("q", X), ("k", Xkv), ("v", Xkv)):
+                W = p[f"{name}.{which}.weight"][rows]  # (D, C)
+                b = p[f"{name}.{which}.bias"][rows] if cfg.bias else None
+                proj[which] = tap(which.upper(), linear(src, W, b))  # (T or S, D)
+            heads.append(attention(proj["q"], proj["k"], proj["v"], mask))  # (T, D)
+    concat = tap("concat", np.concatenate(heads, axis=-1))  # (T, H*D)
+    return tap("Z", linear(concat, p[f"{name}.o.weight"], p.get(f"{name}.o.bias")))  # (T, C)
+
+
+def ffn(p: Params, name: str, x, cfg: Config):
+    """FFN(x) = act(x·W1 + b1)·W2 + b2."""
+    act = ACTIVATIONS[cfg.activation]
+    hidden = tap("hidden", act(linear(x, p[f"{name}.w1.weight"], p.get(f"{name}.w1.bias"))))
+    return tap("out", linear(hidden, p[f"{name}.w2.weight"], p.get(f"{name}.w2.bias")))  # (T, C)
+
+
+def sublayer(p: Params, prefix: str, k: int, x, f, cfg: Config):
+    """Residual + LayerNorm around sublayer f: post-LN LN(x + f(x)), or pre-LN x + f(LN(x))."""
+    norm = f"{prefix}.norm{k}"
+    gamma, beta = p[f"{norm}.weight"], p[f"{norm}.bias"]
+    if cfg.norm == "post":
+        y = tap(f"add{k}", x + f(x))
+        with scope(f"norm{k}"):
+            return layer_norm(y, gamma, beta, cfg.ln_eps)
+    with scope(f"norm{k}"):
+        h = layer_norm(x, gamma, beta, cfg.ln_eps)
+    return tap(f"add{k}", x + f(h))
+
+
+# -- blocks and stacks --------------------------------------------------------------------------
+
+
+def encoder_block(p: Params, i: int, X, mask, cfg: Config):
+    """Self-attention -> add & norm -> FFN -> add & norm. X (S, C) -> (S, C)."""
+    pre = f"encoder.layers.{i}"
+
+    def attn(x):
+        with scope("self_attn"):
+            return multi_head_attention(p, f"{pre}.self_attn", x, x, mask, cfg)
+
+    def feed_forward(x):
+        with scope("ffn"):
+            return ffn(p, f"{pre}.ffn", x, cfg)
+
+    X = sublayer(p, pre, 1, X, attn, cfg)
+    return tap("out", sublayer(p, pre, 2, X, feed_forward, cfg))
+
+
+def decoder_block(p: Params, i: int, Y, memory, self_mask, cross_mask, cfg: Config):
+    """Masked self-attention, [cross-attention on the encoder output,] FFN; each add & norm.
+
+    In cross-attention the queries come from the decoder (Y) and the keys and values from the
+    encoder output (memory). Y (T, C), memory (S, C) or None -> (T, C).
+    """
+    pre = f"decoder.layers.{i}"
+
+    def self_attn(y):
+        with scope("self_attn"):
+            return multi_head_attention(p, f"{pre}.self_attn", y, y, self_mask, cfg)
+
+    def cross_attn(y):
+        with scope("cross_attn"):
+            return multi_head_attention(p, f"{pre}.cross_attn", y, memory, cross_mask, cfg)
+
+    def feed_forward(y):
+        with scope("ffn"):
+            return ffn(p, f"{pre}.ffn", y, cfg)
+
+    Y = sublayer(p, pre, 1, Y, self_attn, cfg)
+    k = 2
+    if memory is not None:
+        Y = sublayer(p, pre, 2, Y, cross_attn, cfg)
+        k = 3
+    return tap("out", sublayer(p, pre, k, Y, feed_forward, cfg))
+
+
+def embed(p: Params, stack: str, ids, cfg: Config):
+    """Token embeddings plus positions: input = X + P. ids (T,) -> (T, C)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    T = ids.shape[0]
+    X = tap("X", p[f"{stack}.tok_embed.weight"][ids])  # (T, C)
+    if cfg.positions == "none":
+        return tap("input", X)
+    if cfg.positions == "sinusoidal":
+        P = sinusoidal_positions(T, cfg.d_model)
+    else:
+        P = p[f"{stack}.pos_embed.weight"][:T]
+    tap("P", P)  # (T, C)
+    return tap("input", X + P)  # (T, C)
+
+
+def _final_norm(p: Params, stack: str, x, cfg: Config):
+    if cfg.norm != "pre":
+        return x
+    with scope("norm"):
+        return layer_norm(x, p[f"{stack}.norm.weight"], p[f"{stack}.norm.bias"], cfg.ln_eps)
+
+
+def _check_length(ids, cfg: Config, stack: str) -> None:
+    from glassformer.errors import GlassformerError
+
+    n = len(ids)
+    if n == 0:
+        raise GlassformerError(f"{stack} input is empty: give at least one token")
+    if n > cfg.max_len:
+        raise GlassformerError(
+            f"{stack} input has {n} tokens but max_len is {cfg.max_len}; shorten the text"
+        )
+
+
+def encode(p: Params, cfg: Config, ids, valid=None):
+    """The encoder stack: embed, then n_encoder_layers blocks. ids (S,) -> memory (S, C).
+
+    valid (S,) bool marks real tokens: padded keys are never attended to.
+    """
+    _check_length(ids, cfg, "encoder")
+    mask = None if valid is None else np.broadcast_to(np.asarray(valid, bool), (len(ids),) * 2)
+    with scope("encoder"):
+        X = embed(p, "encoder", ids, cfg)
+        for i in range(cfg.n_encoder_layers):
+            with scope(str(i)):
+                X = encoder_block(p, i, X, mask, cfg)
+        return tap("output", _final_norm(p, "encoder", X, cfg))
+
+
+def decode(p: Params, cfg: Config, ids, memory=None, memory_valid=None):
+    """The decoder stack under a causal mask, attending to `memory` if given. ids (T,) -> (T, C)."""
+    _check_length(ids, cfg, "decoder")
+    T = len(ids)
+    self_mask = causal_mask(T)
+    cross_mask = None
+    if memory is not None and memory_valid is not None:
+        cross_mask = np.broadcast_to(np.asarray(memory_valid, bool), (T, memory.shape[0]))
+    with scope("decoder"):
+        Y = embed(p, "decoder", ids, cfg)
+        for i in range(cfg.n_decoder_layers):
+            with scope(str(i)):
+                Y = decoder_block(p, i, Y, memory, self_mask, cross_mask, cfg)
+        return tap("output", _final_norm(p, "decoder", Y, cfg))
+
+
+def lm_logits(p: Params, cfg: Config, hidden):
+    """logits = hidden·W_outᵀ + b (W_out is the decoder embedding when tied). (T, C) -> (T, V)."""
+    W = p["decoder.tok_embed.weight"] if cfg.tie_embeddings else p["lm_head.weight"]
+    return tap("logits", linear(hidden, W, p.get("lm_head.bias")))
+
+
+def forward(p: Params, cfg: Config, ids, src_ids=None, src_valid=None):
+    """Next-token logits (T, V) of a decoder-only or encoder-decoder model.
+
+    ids are the decoder tokens (from SOS); src_ids the encoder tokens (encoder-decoder only).
+    """
+    memory = None
+    if cfg.arch == "encoder-decoder":
+        if src_ids is None:
+            raise ValueError("an encoder-decoder model needs src_ids")
+        memory = encode(p, cfg, src_ids, src_valid)
+    elif cfg.arch != "decoder":
+        raise ValueError("forward() is for decoder and encoder-decoder models; use classify()")
+    logits = lm_logits(p, cfg, decode(p, cfg, ids, memory, src_valid))
+    tap("probs", softmax(logits))
+    return logits
+
+
+def classify(p: Params, cfg: Config, ids, valid=None):
+    """Encoder-only classifier: mean of the encoder outputs over real tokens, then a linear head.
+
+    ids (S,) -> logits (n_classes,).
+    """
+    if cfg.arch != "encoder" or not cfg.n_classes:
+        raise ValueError("classify() needs arch='encoder' with n_classes > 0")
+    H = encode(p, cfg, ids, valid)  # (S, C)
+    keep = np.ones(len(ids), bool) if valid is None else np.asarray(valid, bool)
+    pooled = tap("pooled", H[keep].mean(axis=0))  # (C,)
+    logits = tap("logits", linear(pooled, p["classifier.weight"], p.get("classifier.bias")))
+    tap("probs", softmax(logits))
+    return logits
+
+
+def next_token_logits(p: Params, cfg: Config, src_ids=None):
+    """A step function for `decode`: decoder ids so far -> logits of the next token (V,).
+
+    The encoder runs once; the decoder is recomputed in full at every step (no cache here).
+    """
+    memory = encode(p, cfg, src_ids) if cfg.arch == "encoder-decoder" else None
+
+    def step(ids):
+        return lm_logits(p, cfg, decode(p, cfg, ids, memory))[-1]
+
+    return step

@@ -1,0 +1,214 @@
+"""THE weight-naming scheme, seeded initialisation, and checkpoint directories.
+
+`spec(cfg)` is the contract between the two engines: the name and shape of every tensor of a
+model. Linear weights are stored `(out, in)` like `nn.Linear`, so a projection is `x @ W.T`; the
+articles' `Wq` (d x c, used as X·Wq) is `W.T` of one head's rows. The per-head Q/K/V matrices of a
+layer are stacked along the output axis: rows `h*D:(h+1)*D` of `q.weight` are head h.
+
+A checkpoint is a directory: `config.json` + `model.safetensors` (+ `tokenizer.json`), read and
+written with NumPy only (no torch, no pickle). Writes are atomic: the directory is built beside the
+target and swapped in, so an interrupted save never leaves a half-written checkpoint.
+This module does not compute anything with the weights.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.config import Config
+from glassformer.errors import CheckpointError, GlassformerError
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"
+STORABLE_DTYPES = ("float64", "float32", "float16")
+
+
+def _linear(name: str, n_out: int, n_in: int, bias: bool) -> dict[str, tuple[int, ...]]:
+    out = {f"{name}.weight": (n_out, n_in)}
+    if bias:
+        out[f"{name}.bias"] = (n_out,)
+    return out
+
+
+def _norm(name: str, C: int) -> dict[str, tuple[int, ...]]:
+    return {f"{name}.weight": (C,), f"{name}.bias": (C,)}
+
+
+def _attention(name: str, cfg: Config) -> dict[str, tuple[int, ...]]:
+    C, HD = cfg.d_model, cfg.attn_dim
+    out = {}
+    for proj in ("q", "k", "v"):
+        out |= _linear(f"{name}.{proj}", HD, C, cfg.bias)
+    return out | _linear(f"{name}.o", C, HD, cfg.bias)
+
+
+def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tuple[int, ...]]:
+    C, F = cfg.d_model, cfg.d_ff
+    out = {f"{stack}.tok_embed.weight": (cfg.vocab_size, C)}
+    if cfg.positions == "learned":
+        out[f"{stack}.pos_embed.weight"] = (cfg.max_len, C)
+    for i in range(n_layers):
+        p = f"{stack}.layers.{i}"
+        out |= _attention(f"{p}.self_attn", cfg) | _norm(f"{p}.norm1", C)
+        sublayers = ["self_attn"]
+        if cross:
+            out |= _attention(f"{p}.cross_attn", cfg) | _norm(f"{p}.norm2", C)
+            sublayers.append("cross_attn")
+        out |= _linear(f"{p}.ffn.w1", F, C, cfg.bias) | _linear(f"{p}.ffn.w2", C, F, cfg.bias)
+        out |= _norm(f"{p}.norm{len(sublayers) + 1}", C)
+    if cfg.norm == "pre":
+        out |= _norm(f"{stack}.norm", C)
+    return out
+
+
+def spec(cfg: Config) -> dict[str, tuple[int, ...]]:
+    """Every tensor of a model: {name: shape}, in a fixed order."""
+    out: dict[str, tuple[int, ...]] = {}
+    if cfg.has_encoder:
+        out |= _stack("encoder", cfg.n_encoder_layers, cfg, cross=False)
+    if cfg.has_decoder:
+        out |= _stack("decoder", cfg.n_decoder_layers, cfg, cross=cfg.arch == "encoder-decoder")
+        if not cfg.tie_embeddings:
+            out["lm_head.weight"] = (cfg.vocab_size, cfg.d_model)
+        if cfg.bias and not cfg.tie_embeddings:
+            out["lm_head.bias"] = (cfg.vocab_size,)
+    if cfg.arch == "encoder" and cfg.n_classes:
+        out |= _linear("classifier", cfg.n_classes, cfg.d_model, cfg.bias)
+    return out
+
+
+def n_params(cfg: Config) -> int:
+    return sum(int(np.prod(s)) for s in spec(cfg).values())
+
+
+def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dict[str, np.ndarray]:
+    """Seeded random weights: N(0, std^2) matrices, zero biases, LayerNorm gamma=1, beta=0.
+
+    The same (cfg, seed, std) always gives the same values (NumPy PCG64), in spec order.
+    """
+    rng = np.random.default_rng(seed)
+    params = {}
+    for name, shape in spec(cfg).items():
+        if ".norm" in name:
+            value = np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
+        elif name.endswith(".bias"):
+            value = np.zeros(shape)
+        else:
+            value = rng.normal(0.0, std, size=shape)
+        params[name] = value.astype(dtype)
+    return params
+
+
+def check(cfg: Config, params: dict[str, np.ndarray], where: str = "checkpoint") -> None:
+    """Refuse tensors that do not match spec(cfg), naming the first offending tensor."""
+    expected = spec(cfg)
+    missing = [n for n in expected if n not in params]
+    if missing:
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise CheckpointError(
+            f"{where}: missing tensor {missing[0]!r}{more}; it does not match its config.json"
+        )
+    unexpected = [n for n in params if n not in expected]
+    if unexpected:
+        more = f" (and {len(unexpected) - 1} more)" if len(unexpected) > 1 else ""
+        raise CheckpointError(
+            f"{where}: unexpected tensor {unexpected[0]!r}{more}; it does not match its config.json"
+        )
+    for name, shape in expected.items():
+        got = tuple(params[name].shape)
+        if got != shape:
+            raise CheckpointError(f"{where}: tensor {name!r} has shape {got}, expected {shape}")
+        if not np.all(np.isfinite(params[name])):
+            raise CheckpointError(f"{where}: tensor {name!r} contains NaN or infinite values")
+
+
+# -- checkpoint directories ---------------------------------------------------------------------
+
+
+def save(
+    path: str | Path,
+    cfg: Config,
+    params: dict[str, np.ndarray],
+    tokenizer=None,
+    dtype: str = "float32",
+) -> Path:
+    """Write config.json + model.safetensors (+ tokenizer.json) atomically into directory `path`."""
+    from safetensors.numpy import save_file
+
+    if dtype not in STORABLE_DTYPES:
+        raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
+    check(cfg, params, where="save")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        tensors = {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
+        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "glassformer"})
+        (tmp / CONFIG_FILE).write_text(cfg.to_json())
+        if tokenizer is not None:
+            (tmp / TOKENIZER_FILE).write_text(tokenizer.to_json())
+        for f in tmp.iterdir():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
+        _swap_in(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_in(tmp: Path, path: Path) -> None:
+    """Replace `path` by the finished directory `tmp`; at every instant one complete copy exists."""
+    if not path.exists():
+        os.replace(tmp, path)
+        return
+    if not path.is_dir():
+        raise CheckpointError(f"{path} exists and is not a directory; choose another output path")
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
+    os.rmdir(old)
+    os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def load(path: str | Path, dtype=np.float64):
+    """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked."""
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    from glassformer import tokenizer as tok
+
+    path = Path(path)
+    if not path.is_dir():
+        raise CheckpointError(
+            f"checkpoint {path} not found: expected a directory with "
+            f"{CONFIG_FILE} and {WEIGHTS_FILE}"
+        )
+    for name in (CONFIG_FILE, WEIGHTS_FILE):
+        if not (path / name).is_file():
+            raise CheckpointError(f"checkpoint {path} has no {name}; it is incomplete")
+    try:
+        cfg = Config.from_json((path / CONFIG_FILE).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{path / CONFIG_FILE} is not UTF-8 text") from None
+    except GlassformerError as e:
+        raise CheckpointError(f"{path / CONFIG_FILE}: {e}") from None
+    try:
+        raw = load_file(str(path / WEIGHTS_FILE))
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(
+            f"{path / WEIGHTS_FILE} is truncated or corrupt ({e}); "
+            "restore it or save the model again"
+        ) from None
+    check(cfg, raw, where=str(path / WEIGHTS_FILE))
+    params = {n: raw[n].astype(dtype) for n in spec(cfg)}
+    tokenizer = None
+    if (path / TOKENIZER_FILE).is_file():
+        tokenizer = tok.load(path / TOKENIZER_FILE)
+    return cfg, params, tokenizer

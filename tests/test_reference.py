@@ -1,0 +1,208 @@
+"""Invariants of the reference engine: what must hold for any weights."""
+
+import math
+
+import numpy as np
+import pytest
+
+from glassformer import reference as R
+from glassformer import weights
+from glassformer.config import Config
+from glassformer.decode import greedy
+from glassformer.trace import tracing
+
+ARCHS = {
+    "decoder": dict(arch="decoder", n_decoder_layers=2),
+    "encoder-decoder": dict(arch="encoder-decoder", n_encoder_layers=2, n_decoder_layers=2),
+    "encoder": dict(arch="encoder", n_encoder_layers=2, n_classes=3),
+}
+
+
+def small(arch="decoder", **kw) -> Config:
+    base = dict(vocab_size=11, d_model=8, n_heads=2, head_dim=3, d_ff=12, max_len=10)
+    return Config(**(base | ARCHS[arch] | kw))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def test_softmax_rows_sum_to_one_and_handle_extremes(rng):
+    x = rng.normal(size=(5, 7)) * 50
+    s = R.softmax(x)
+    np.testing.assert_allclose(s.sum(-1), 1.0, atol=1e-12)
+    assert (s >= 0).all()
+    big = np.array([[1000.0, 1001.0, 999.0]])
+    assert np.isfinite(R.softmax(big)).all()
+    with np.errstate(over="ignore", invalid="ignore"):
+        assert np.isnan(R.softmax(big, naive=True)).all()  # why the stable form exists
+    np.testing.assert_allclose(R.softmax(big), R.softmax(big - 1000.0), atol=1e-15)
+
+
+def test_fully_masked_row_gives_zeros_not_nan():
+    scores = np.array([[1.0, 2.0], [-np.inf, -np.inf]])
+    np.testing.assert_array_equal(R.softmax(scores)[1], [0.0, 0.0])
+    Q = K = V = np.ones((2, 3))
+    mask = np.array([[True, True], [False, False]])
+    C = R.attention(Q, K, V, mask)
+    assert np.isfinite(C).all()
+    np.testing.assert_array_equal(C[1], 0.0)
+
+
+def test_layer_norm_rows_mean_zero_std_one_before_gamma_beta(rng):
+    x = rng.normal(3.0, 5.0, size=(4, 16))
+    with tracing() as tr:
+        y = R.layer_norm(x, gamma=np.full(16, 2.0), beta=np.full(16, 0.5), eps=1e-5)
+    xhat = tr["normalized"]
+    np.testing.assert_allclose(xhat.mean(-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(xhat.std(-1), 1.0, atol=1e-5)
+    np.testing.assert_allclose(y, 2.0 * xhat + 0.5, atol=1e-12)
+
+
+def test_activations_match_their_definitions():
+    x = np.array([-3.0, -0.5, 0.0, 0.7, 2.5])
+    np.testing.assert_array_equal(R.relu(x), [0, 0, 0, 0.7, 2.5])
+    phi = np.array([0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    np.testing.assert_allclose(R.gelu(x), x * phi, atol=1e-15)
+    assert np.abs(R.gelu_tanh(x) - R.gelu(x)).max() < 1e-3  # an approximation, not equal
+    assert np.abs(R.gelu_tanh(x) - R.gelu(x)).max() > 1e-6
+
+
+def test_causal_mask_is_lower_triangular():
+    m = R.causal_mask(4)
+    assert m.dtype == bool and m[3, 0] and not m[0, 3]
+    np.testing.assert_array_equal(m, np.tril(np.ones((4, 4), bool)))
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder"])
+def test_later_tokens_never_change_earlier_outputs(arch, norm, rng):
+    cfg = small(arch, norm=norm, positions="learned")
+    p = weights.init(cfg, seed=3, std=0.5)
+    src = [1, 2, 3]
+    ids = list(rng.integers(0, cfg.vocab_size, size=7))
+    base = R.forward(p, cfg, ids, src_ids=src if cfg.arch == "encoder-decoder" else None)
+    for t in range(1, 7):
+        changed = ids[:t] + [(ids[t] + 1) % cfg.vocab_size] + ids[t + 1 :]
+        out = R.forward(p, cfg, changed, src_ids=src if cfg.arch == "encoder-decoder" else None)
+        np.testing.assert_allclose(out[:t], base[:t], atol=1e-12)
+        assert not np.allclose(out[t], base[t])
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_encoder_without_positions_is_permutation_equivariant(norm, rng):
+    cfg = small("encoder", positions="none", norm=norm, n_classes=0)
+    p = weights.init(cfg, seed=5, std=0.5)
+    ids = np.array([1, 4, 2, 9, 7])
+    perm = rng.permutation(5)
+    H = R.encode(p, cfg, ids)
+    np.testing.assert_allclose(R.encode(p, cfg, ids[perm]), H[perm], atol=1e-12)
+    cfg_pos = small("encoder", positions="sinusoidal", norm=norm, n_classes=0)
+    Hp = R.encode(p, cfg_pos, ids)
+    assert not np.allclose(R.encode(p, cfg_pos, ids[perm]), Hp[perm])
+
+
+def test_padding_mask_hides_padded_keys():
+    cfg = small("encoder", n_classes=3)
+    p = weights.init(cfg, seed=7, std=0.5)
+    ids, pad = [3, 5, 8], 0
+    H = R.encode(p, cfg, ids)
+    Hp = R.encode(p, cfg, ids + [pad, pad], valid=[True] * 3 + [False] * 2)
+    np.testing.assert_allclose(Hp[:3], H, atol=1e-12)
+    np.testing.assert_allclose(
+        R.classify(p, cfg, ids + [pad, pad], valid=[1, 1, 1, 0, 0]),
+        R.classify(p, cfg, ids),
+        atol=1e-12,
+    )
+
+
+def test_cross_attention_memory_padding():
+    cfg = small("encoder-decoder")
+    p = weights.init(cfg, seed=8, std=0.5)
+    memory = R.encode(p, cfg, [1, 2, 3])
+    padded = R.encode(p, cfg, [1, 2, 3, 0], valid=[1, 1, 1, 0])
+    out = R.decode(p, cfg, [4, 5], memory)
+    out_p = R.decode(p, cfg, [4, 5], padded, memory_valid=[1, 1, 1, 0])
+    np.testing.assert_allclose(out_p, out, atol=1e-12)
+
+
+def test_tied_embeddings_use_the_embedding_matrix():
+    cfg = small("decoder", tie_embeddings=True, bias=False)
+    p = weights.init(cfg, seed=2, std=0.5)
+    assert "lm_head.weight" not in p
+    with tracing() as tr:
+        R.forward(p, cfg, [1, 2])
+    np.testing.assert_allclose(tr["logits"], tr["decoder.output"] @ p["decoder.tok_embed.weight"].T)
+
+
+def test_tracing_changes_nothing_and_off_records_nothing():
+    cfg = small("encoder-decoder")
+    p = weights.init(cfg, seed=9, std=0.5)
+    plain = R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    with tracing() as tr:
+        traced = R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    np.testing.assert_array_equal(plain, traced)
+    assert len(tr) > 100
+    names = tr.names()
+    assert len(names) == len(set(names)), "every step name is unique within one run"
+    for name in (
+        "encoder.0.self_attn.head1.A",
+        "decoder.1.cross_attn.head0.K",
+        "decoder.0.norm3.out",
+        "logits",
+        "probs",
+    ):
+        assert name in tr
+    assert tr.step("encoder.0.self_attn.head1.A").equation.startswith("A = softmax")
+    with tracing() as outer:
+        pass
+    R.forward(p, cfg, [1], src_ids=[2])
+    assert len(outer) == 0
+
+
+def test_head_dim_independent_of_d_model():
+    cfg = small("decoder", d_model=4, n_heads=2, head_dim=3)
+    p = weights.init(cfg, seed=0)
+    assert p["decoder.layers.0.self_attn.q.weight"].shape == (6, 4)
+    assert p["decoder.layers.0.self_attn.o.weight"].shape == (4, 6)
+    with tracing() as tr:
+        R.forward(p, cfg, [1, 2])
+    assert tr["decoder.0.self_attn.head1.Q"].shape == (2, 3)
+    assert tr["decoder.0.self_attn.concat"].shape == (2, 6)
+
+
+def test_greedy_appends_argmax_and_stops_at_eos():
+    table = {0: 2, 2: 3, 3: 1}  # last token -> next token; 1 is EOS
+
+    def step(ids):
+        logits = np.zeros(5)
+        logits[table[ids[-1]]] = 5.0
+        return logits
+
+    g = greedy(step, [0], max_new_tokens=10, eos_id=1)
+    assert g.ids == [0, 2, 3, 1] and g.stopped_at_eos and g.new_ids == [2, 3, 1]
+    assert all(p > 0.9 for p in g.chosen_probs)
+    g = greedy(step, [0], max_new_tokens=10, eos_id=1, max_len=2)
+    assert g.ids == [0, 2] and not g.stopped_at_eos
+
+
+def test_reference_greedy_equals_manual_argmax_loop():
+    cfg = small("encoder-decoder")
+    p = weights.init(cfg, seed=4, std=0.5)
+    g = greedy(R.next_token_logits(p, cfg, [1, 2, 3]), [0], max_new_tokens=5, eos_id=None)
+    ids = [0]
+    for _ in range(5):
+        ids.append(int(np.argmax(R.forward(p, cfg, ids, src_ids=[1, 2, 3])[-1])))
+    assert g.ids == ids
+
+
+def test_input_length_errors():
+    from glassformer.errors import GlassformerError
+
+    cfg = small("decoder")
+    p = weights.init(cfg)
+    with pytest.raises(GlassformerError, match="empty"):
+        R.forward(p, cfg, [])
+    with pytest.raises(GlassformerError, match="max_len is 10"):
+        R.forward(p, cfg, list(range(11)))

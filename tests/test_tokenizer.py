@@ -1,0 +1,423 @@
+"""Tokenizer tests: the article's ids, round trips, unknown words, JSON files, training rules.
+
+Round trips are checked over seeded random inputs (hypothesis is not a dependency).
+"""
+
+import json
+import random
+
+import pytest
+
+from glassformer.errors import TokenizerError
+from glassformer.tokenizer import (
+    DEFAULT_SPECIALS,
+    FORMAT,
+    CharTokenizer,
+    Tokenizer,
+    WordTokenizer,
+    article_tokenizer,
+    from_json,
+    load,
+    save,
+)
+
+CORPUS = [
+    "Hola mundo. ¿Cómo estás? (Bien, gracias)",
+    "hello world! how are you; fine: thanks",
+    "El niño come pan, y la niña bebe agua.",
+    "¡Hola! hola hola mundo",
+    "naïve café 東京 🙂 über",
+]
+UNICODE_TEXT = "héllo wörld ñ 東京 🙂 e\u0301 <s> tab\tnew\nline ¿¡"
+
+
+@pytest.fixture
+def word() -> WordTokenizer:
+    return WordTokenizer.train(CORPUS)
+
+
+@pytest.fixture
+def char() -> CharTokenizer:
+    return CharTokenizer.train([*CORPUS, UNICODE_TEXT])
+
+
+# The Random Transformer article's vocabulary
+
+
+def test_article_vocab_and_specials():
+    tok = article_tokenizer()
+    assert tok.vocab == ["hello", "mundo", "world", "how", "?", "EOS", "SOS", "a", "hola", "c"]
+    assert (tok.bos_id, tok.eos_id, tok.pad_id, tok.unk_id) == (6, 5, None, None)
+    assert tok.kind == "word" and tok.lowercase and tok.vocab_size == 10
+
+
+def test_article_encodes_hello_world():
+    assert article_tokenizer().encode("Hello World") == [0, 2]
+    assert article_tokenizer().encode("HELLO world", add_bos=True, add_eos=True) == [6, 0, 2, 5]
+
+
+def test_article_specials_match_as_written():
+    tok = article_tokenizer()
+    assert tok.tokenize("SOS Hola mundo EOS") == ["SOS", "hola", "mundo", "EOS"]
+    assert tok.encode("SOS Hola mundo EOS") == [6, 8, 1, 5]
+
+
+def test_article_decode():
+    tok = article_tokenizer()
+    assert tok.decode([6, 8, 1, 5]) == "hola mundo"
+    assert tok.decode([6, 8, 1, 5], skip_special=False) == "SOS hola mundo EOS"
+    assert tok.decode([3, 7, 4]) == "how a?"
+    assert tok.tokens([6, 8, 1, 5]) == ["SOS", "hola", "mundo", "EOS"]
+
+
+def test_article_unknown_word_message():
+    with pytest.raises(TokenizerError) as err:
+        article_tokenizer().encode("hello foo")
+    assert str(err.value) == (
+        "word 'foo' is not in the vocabulary (10 tokens: hello, mundo, world, ...); "
+        "use words from it"
+    )
+
+
+def test_article_lowercase_does_not_reach_specials_spelled_otherwise():
+    # "sos" is an ordinary word, not the special "SOS": it is unknown, and there is no UNK.
+    with pytest.raises(TokenizerError, match="'sos'"):
+        article_tokenizer().encode("sos hello")
+
+
+# Round trips
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_char_round_trip_random_text(char, seed):
+    rng = random.Random(seed)
+    alphabet = [t for t in char.vocab if t not in char.specials.values()]
+    text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 60)))
+    assert char.decode(char.encode(text)) == text
+    assert char.tokens(char.encode(text)) == list(text)
+
+
+def test_char_round_trip_unicode_and_literal_specials(char):
+    ids = char.encode(UNICODE_TEXT)
+    assert len(ids) == len(UNICODE_TEXT)  # "<s>" in text is three characters, not BOS
+    assert char.bos_id not in ids
+    assert char.decode(ids) == UNICODE_TEXT
+    assert char.decode(char.encode(UNICODE_TEXT, add_bos=True, add_eos=True)) == UNICODE_TEXT
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_word_round_trip_random_ids(word, seed):
+    rng = random.Random(seed)
+    ordinary = [i for i, t in enumerate(word.vocab) if t not in word.specials.values()]
+    ids = [rng.choice(ordinary) for _ in range(rng.randint(0, 30))]
+    assert word.encode(word.decode(ids)) == ids
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_word_round_trip_with_specials_kept(word, seed):
+    rng = random.Random(seed)
+    ids = [rng.randrange(word.vocab_size) for _ in range(rng.randint(1, 30))]
+    assert word.encode(word.decode(ids, skip_special=False)) == ids
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["hola mundo.", "¿cómo estás?", "(bien, gracias)", "¡hola! hola", "hello world; fine: thanks"],
+)
+def test_word_normalised_text_round_trips(word, text):
+    assert word.decode(word.encode(text)) == text
+
+
+@pytest.mark.parametrize(
+    "tokens, text",
+    [
+        (["hola", "mundo", "."], "hola mundo."),
+        (["¿", "hola", "?"], "¿hola?"),
+        (["¡", "hola", "!"], "¡hola!"),
+        (["(", "bien", ",", "gracias", ")"], "(bien, gracias)"),
+        (["a", ";", "b", ":", "c"], "a; b: c"),
+        (["hola", "(", "mundo", ")", "."], "hola (mundo)."),
+    ],
+)
+def test_word_decode_spacing(tokens, text):
+    tok = WordTokenizer(list(dict.fromkeys(tokens)))
+    assert tok.decode([tok.id_of(t) for t in tokens]) == text
+
+
+# Tokenizing
+
+
+def test_word_tokenize_splits_words_and_single_punctuation():
+    tok = WordTokenizer(["x"], lowercase=True)
+    assert tok.tokenize("¿Qué tal?! Bien...") == [
+        "¿",
+        "qué",
+        "tal",
+        "?",
+        "!",
+        "bien",
+        ".",
+        ".",
+        ".",
+    ]
+
+
+def test_word_tokenize_keeps_special_tokens_whole(word):
+    assert word.tokenize("<s>hola</s> <pad>") == ["<s>", "hola", "</s>", "<pad>"]
+    assert word.encode("<s> hola </s>") == [word.bos_id, word.id_of("hola"), word.eos_id]
+
+
+def test_word_special_ending_in_letter_does_not_match_inside_a_word():
+    tok = WordTokenizer(["<bos", "<", "boss", "x"], {"bos": "<bos"})
+    assert tok.tokenize("<bos x") == ["<bos", "x"]
+    assert tok.tokenize("<boss") == ["<", "boss"]
+
+
+def test_lowercase_off_keeps_case():
+    tok = WordTokenizer(["Hola", "hola"], lowercase=False)
+    assert tok.encode("Hola hola") == [0, 1]
+    with pytest.raises(TokenizerError, match="'HOLA'"):
+        tok.encode("HOLA")
+
+
+# Unknown pieces
+
+
+def test_unknown_words_map_to_unk_and_are_reported(word):
+    ids, unknown = word.encode_with_unknown("Hola zorro, hola Gato zorro")
+    assert unknown == ["zorro", "gato", "zorro"]
+    assert ids.count(word.unk_id) == 3
+    assert ids[0] == word.id_of("hola") and ids[2] == word.id_of(",")
+    assert word.encode("hola zorro") == [word.id_of("hola"), word.unk_id]
+
+
+def test_known_text_reports_no_unknowns(word):
+    assert word.encode_with_unknown("hola mundo.")[1] == []
+
+
+def test_unknown_character_without_unk_raises_one_line():
+    tok = CharTokenizer.train(["ab c"], specials={})
+    with pytest.raises(TokenizerError) as err:
+        tok.encode("a\nb")
+    assert "'\\n'" in str(err.value) and "\n" not in str(err.value)
+
+
+# Special-token ids
+
+
+def test_add_bos_and_eos(word):
+    body = word.encode("hola mundo")
+    assert word.encode("hola mundo", add_bos=True) == [word.bos_id, *body]
+    assert word.encode("hola mundo", add_eos=True) == [*body, word.eos_id]
+    assert word.encode("hola mundo", add_bos=True, add_eos=True) == [
+        word.bos_id,
+        *body,
+        word.eos_id,
+    ]
+    assert word.encode("", add_bos=True, add_eos=True) == [word.bos_id, word.eos_id]
+
+
+def test_add_bos_without_bos_raises():
+    tok = WordTokenizer(["a"], {})
+    with pytest.raises(TokenizerError, match="no bos token"):
+        tok.encode("a", add_bos=True)
+
+
+def test_special_ids_follow_default_order(word):
+    assert (word.pad_id, word.unk_id, word.bos_id, word.eos_id) == (0, 1, 2, 3)
+    assert word.vocab[:4] == [DEFAULT_SPECIALS[r] for r in ("pad", "unk", "bos", "eos")]
+
+
+def test_decode_skip_special(word):
+    ids = [word.pad_id, word.bos_id, word.id_of("hola"), word.eos_id, word.pad_id]
+    assert word.decode(ids) == "hola"
+    assert word.decode(ids, skip_special=False) == "<pad> <s> hola </s> <pad>"
+    assert word.tokens(ids) == ["<pad>", "<s>", "hola", "</s>", "<pad>"]
+
+
+@pytest.mark.parametrize("bad", [[10], [-1], [0, 99]])
+def test_decode_out_of_range_raises(bad):
+    with pytest.raises(TokenizerError, match="out of range"):
+        article_tokenizer().decode(bad)
+
+
+def test_decode_non_integer_raises():
+    with pytest.raises(TokenizerError, match="not an integer"):
+        article_tokenizer().decode([1.5])
+
+
+def test_id_of_names_missing_token():
+    assert article_tokenizer().id_of("SOS") == 6
+    with pytest.raises(TokenizerError, match="'sos'"):
+        article_tokenizer().id_of("sos")
+
+
+# JSON, save, load
+
+
+def _same(a: Tokenizer, b: Tokenizer, texts: list[str]) -> None:
+    assert type(a) is type(b)
+    assert (a.kind, a.vocab, a.specials, a.lowercase) == (b.kind, b.vocab, b.specials, b.lowercase)
+    for text in texts:
+        assert a.encode_with_unknown(text, True, True) == b.encode_with_unknown(text, True, True)
+
+
+@pytest.mark.parametrize("make", ["word", "char", "article"])
+def test_json_round_trip(request, make):
+    tok = article_tokenizer() if make == "article" else request.getfixturevalue(make)
+    texts = ["Hello World", "SOS hola mundo EOS"] if make == "article" else CORPUS
+    _same(tok, from_json(tok.to_json()), texts)
+    data = json.loads(tok.to_json())
+    assert data["format"] == FORMAT and data["kind"] == tok.kind
+
+
+@pytest.mark.parametrize("make", ["word", "char", "article"])
+def test_save_load_round_trip(request, tmp_path, make):
+    tok = article_tokenizer() if make == "article" else request.getfixturevalue(make)
+    path = tmp_path / "tokenizer.json"
+    save(tok, path)
+    texts = ["Hello World"] if make == "article" else [*CORPUS, "zzz qqq"]
+    _same(tok, load(path), texts)
+    _same(tok, load(str(path)), texts)
+
+
+def test_saved_file_is_utf8(tmp_path, char):
+    path = tmp_path / "tok.json"
+    save(char, path)
+    assert "東" in path.read_bytes().decode("utf-8")  # stored as UTF-8, not \u escapes
+
+
+def test_specials_order_is_canonical():
+    a = WordTokenizer(["a", "b"], {"eos": "b", "bos": "a"})
+    assert list(a.specials) == ["bos", "eos"]
+    assert json.loads(a.to_json())["specials"] == {"bos": "a", "eos": "b"}
+
+
+def _json(**changes) -> str:
+    data = json.loads(article_tokenizer().to_json())
+    data.update(changes)
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "format"),
+        (_json(format="glassformer-tokenizer/2"), "format"),
+        (_json(kind="bpe"), "unknown tokenizer kind 'bpe'"),
+        (_json(vocab=["a", "a"]), "twice"),
+        (_json(vocab=[]), "non-empty"),
+        (_json(vocab="hello"), "non-empty list"),
+        (_json(specials={"bos": "missing"}), "'missing'"),
+        (_json(specials={"cls": "hello"}), "'cls'"),
+        (_json(lowercase="yes"), "lowercase"),
+    ],
+)
+def test_from_json_rejects_bad_input(text, match):
+    with pytest.raises(TokenizerError, match=match):
+        from_json(text)
+
+
+def test_from_json_missing_key():
+    data = json.loads(article_tokenizer().to_json())
+    del data["vocab"]
+    with pytest.raises(TokenizerError, match="'vocab'"):
+        from_json(json.dumps(data))
+
+
+def test_load_missing_file_names_path(tmp_path):
+    path = tmp_path / "nope.json"
+    with pytest.raises(TokenizerError, match="nope.json"):
+        load(path)
+
+
+def test_load_corrupt_file_names_path(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"format": "x"}', encoding="utf-8")
+    with pytest.raises(TokenizerError, match="bad.json"):
+        load(path)
+
+
+def test_load_non_utf8_file_raises(tmp_path):
+    path = tmp_path / "latin.json"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TokenizerError, match="latin.json"):
+        load(path)
+
+
+@pytest.mark.parametrize(
+    "vocab, specials, match",
+    [
+        (["a", "b", "a"], None, "twice"),
+        (["a"], {"unk": "<unk>"}, "not in vocab"),
+        (["a"], {"mask": "a"}, "'mask'"),
+        ([], None, "non-empty"),
+        (["a", ""], None, "non-empty string"),
+    ],
+)
+def test_constructor_validates(vocab, specials, match):
+    with pytest.raises(TokenizerError, match=match):
+        WordTokenizer(vocab, specials)
+
+
+# Training
+
+
+def test_word_train_orders_by_count_then_alphabet():
+    tok = WordTokenizer.train(["b a c b", "c b d"], specials={"unk": "<unk>", "pad": "<pad>"})
+    # b: 3, c: 2, then a and d (1 each) alphabetically; specials first in role order.
+    assert tok.vocab == ["<pad>", "<unk>", "b", "c", "a", "d"]
+
+
+def test_word_train_is_deterministic_and_order_free():
+    a = WordTokenizer.train(CORPUS)
+    b = WordTokenizer.train(list(reversed(CORPUS)))
+    c = WordTokenizer.train(iter(CORPUS))  # a one-shot iterator is enough
+    assert a.vocab == b.vocab == c.vocab
+    assert a.to_json() == b.to_json()
+
+
+def test_word_train_lowercases_by_default():
+    assert "hola" in WordTokenizer.train(["Hola HOLA"]).vocab
+    assert "Hola" not in WordTokenizer.train(["Hola HOLA"]).vocab
+    assert {"Hola", "HOLA"} <= set(WordTokenizer.train(["Hola HOLA"], lowercase=False).vocab)
+
+
+@pytest.mark.parametrize("max_size", [4, 5, 8, 1000])
+def test_word_train_max_size_counts_specials(max_size):
+    full = WordTokenizer.train(CORPUS)
+    tok = WordTokenizer.train(CORPUS, max_size=max_size)
+    assert tok.vocab_size == min(max_size, full.vocab_size)
+    assert tok.vocab == full.vocab[: tok.vocab_size]  # the most frequent words survive
+
+
+def test_word_train_max_size_too_small_raises():
+    with pytest.raises(TokenizerError, match="max_size"):
+        WordTokenizer.train(CORPUS, max_size=3)
+
+
+def test_word_train_min_freq():
+    tok = WordTokenizer.train(["a a a b b c"], min_freq=2)
+    assert tok.vocab[4:] == ["a", "b"]
+    assert WordTokenizer.train(["a a a b b c"], min_freq=3).vocab[4:] == ["a"]
+    with pytest.raises(TokenizerError, match="min_freq"):
+        WordTokenizer.train(["a"], min_freq=0)
+
+
+def test_word_train_does_not_duplicate_specials():
+    tok = WordTokenizer.train(["<s> hola </s> <unk>"])
+    assert tok.vocab == ["<pad>", "<unk>", "<s>", "</s>", "hola"]
+
+
+def test_char_train_vocab():
+    tok = CharTokenizer.train(["bca", "ñ🙂a"])
+    assert tok.vocab == [*DEFAULT_SPECIALS.values(), "a", "b", "c", "ñ", "🙂"]
+    assert CharTokenizer.train(["ba"], specials=None).vocab == ["a", "b"]
+    assert CharTokenizer.train(["ba", "ab"]).to_json() == CharTokenizer.train(["ab"]).to_json()
+
+
+def test_shared_special_token_appears_once():
+    tok = WordTokenizer.train(["hola"], specials={"bos": "<|end|>", "eos": "<|end|>"})
+    assert tok.vocab == ["<|end|>", "hola"]
+    assert tok.bos_id == tok.eos_id == 0
