@@ -69,6 +69,10 @@ class Trace:
                 return s
         raise KeyError(f"no step named {name!r} in this trace")
 
+    def annotate(self, name: str, note: str) -> None:
+        """Attach a narration to a recorded step (for steps the engine recorded)."""
+        self.step(name).note = note
+
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
 
@@ -82,14 +86,17 @@ class Trace:
             return step.rows, step.cols
         shape = step.shape
         stack = next((s for s in step.name.split(".") if s in self.labels), None)
-        if stack is None or not shape:
+        last = step.name.rsplit(".", 1)[-1]
+        if ".cross_attn." in step.name and last in ("K", "V"):
+            stack = "encoder"  # cross-attention keys and values are the encoder's tokens
+        if stack is None or stack not in self.labels or not shape:
             return None, None
         n = len(self.labels[stack])
         if shape[0] != n and not (stack == "decoder" and shape[0] < n):
             return None, None
         rows = list(self.labels[stack][: shape[0]])
         cols = None
-        if len(shape) == 2 and step.name.rsplit(".", 1)[-1] in ("scores", "scaled", "A", "mask"):
+        if len(shape) == 2 and last in ("scores", "scaled", "A", "mask"):
             source = self.labels.get("encoder") if ".cross_attn." in step.name else rows
             cols = list(source[: shape[1]]) if source and shape[1] <= len(source) else None
         return rows, cols

@@ -21,7 +21,7 @@ from glassformer import weights
 from glassformer.config import preset
 from glassformer.decode import greedy
 from glassformer.tokenizer import article_tokenizer
-from glassformer.trace import Trace, scope, tap, tracing
+from glassformer.trace import Trace, current, scope, tap, tracing
 
 # -- The Random Transformer: the article's hand-written numbers ---------------------------------
 
@@ -128,6 +128,18 @@ def _article_part(t) -> np.ndarray:
             heads.append(R.attention(Q, K, V))
         with scope(f"div30.{h}"):
             heads30.append(R.attention(Q, K, V, scale=30.0))
+        trace = current()
+        trace.annotate(f"{h}.scores", "Scores: every query against every key.")
+        trace.annotate(f"{h}.scaled", "Divided by √3 (the key dimension).")
+        trace.annotate(
+            f"{h}.A",
+            "Softmax row by row: almost all weight on World (the scores "
+            "are far apart, so the softmax is nearly one-hot).",
+        )
+        trace.annotate(f"{h}.C", f"{h}'s output: the weighted sum of the value rows.")
+        trace.annotate(
+            f"div30.{h}.A", "The article's temporary ÷30 instead of ÷√3: softer weights."
+        )
     concat = t(
         "div30.concat",
         np.concatenate(heads30, axis=1),
@@ -328,8 +340,7 @@ def _model_part(t, seed: int, std: float) -> None:
             "from the encoder output M; each decoder token weighs 'hello' and 'world'.",
         ),
     ):
-        trace_step = _current().step(name)
-        trace_step.note = note
+        current().annotate(name, note)
     why = "EOS" if gen.stopped_at_eos else f"max_len {cfg.max_len}"
     t(
         "generate.output_ids",
@@ -339,12 +350,6 @@ def _model_part(t, seed: int, std: float) -> None:
         note=f"Greedy decoding from SOS stops at {why}: '{' '.join(words)}'. The "
         "weights are random, so this is no translation yet (as the article says).",
     )
-
-
-def _current() -> Trace:
-    from glassformer.trace import current
-
-    return current()
 
 
 def hello_world(seed: int = 0, std: float = 0.3) -> Trace:
@@ -467,9 +472,10 @@ def self_attention() -> Trace:
             K = tap("K", X @ Wk)
             V = tap("V", X @ Wv)
             R.attention(Q, K, V)
-        trace.step("all.C").note = (
+        trace.annotate(
+            "all.C",
             "C = softmax(Q·Kᵀ / √c)·V: 5 matrix products and a transpose "
-            "(SelfAttention_v1's output)."
+            "(SelfAttention_v1's output).",
         )
 
         lin = {
@@ -486,7 +492,7 @@ def self_attention() -> Trace:
         Q2, K2, V2 = (R.linear(X, lin[k]) for k in ("W_query", "W_key", "W_value"))
         with scope("v2"):
             R.attention(Q2, K2, V2)
-        trace.step("v2.C").note = "SelfAttention_v2's output."
+        trace.annotate("v2.C", "SelfAttention_v2's output.")
         # The causal mask, two ways.
         scores = Q2 @ K2.T
         A_full = R.softmax(scores / math.sqrt(c))
@@ -516,9 +522,10 @@ def self_attention() -> Trace:
         )
         with scope("causal"):
             R.attention(Q2, K2, V2, mask=R.causal_mask(6))
-        trace.step("causal.A").note = (
-            "Or, equivalently and in one pass: scores above the "
-            "diagonal set to -inf before the softmax."
+        trace.annotate(
+            "causal.A",
+            "Or, equivalently and in one pass: scores above the diagonal set to -inf before "
+            "the softmax.",
         )
     return trace
 

@@ -1,0 +1,344 @@
+"""The `glassformer` command line: the only module that prints or exits.
+
+    glassformer walkthrough hello-world|self-attention [--json FILE] [--all]
+    glassformer config [--preset NAME] [--set key=value ...]
+    glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
+    glassformer generate CKPT "text" [--max-new-tokens N]
+    glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING]
+
+Every user error becomes one line on stderr and exit status 2; nothing here does math.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from glassformer import reference as R
+from glassformer import weights
+from glassformer.config import PRESETS, preset
+from glassformer.errors import GlassformerError
+from glassformer.explain.text import render
+from glassformer.trace import Trace, tracing
+
+EXIT_USAGE = 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except GlassformerError as e:
+        print(f"glassformer: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("glassformer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `glassformer ... | head`
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="glassformer",
+        description="The transformer you can see through: every matrix of the articles' math.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    w = sub.add_parser(
+        "walkthrough",
+        help="an article's worked example, step by step",
+        description="Print an article's worked example with its numbers.",
+    )
+    w.add_argument(
+        "name",
+        choices=["hello-world", "self-attention"],
+        help="hello-world: The Random Transformer; self-attention: Raschka ch. 3",
+    )
+    w.add_argument(
+        "--json",
+        metavar="FILE",
+        help="write every step (name, equation, shape, values) as JSON to FILE ('-' for stdout)",
+    )
+    w.add_argument(
+        "--all", action="store_true", help="print every recorded step, not only the narrated ones"
+    )
+    w.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the random-weight parts (hello-world; default 0)",
+    )
+    w.set_defaults(func=cmd_walkthrough)
+
+    c = sub.add_parser(
+        "config",
+        help="print a preset's config as JSON",
+        description="Print a config (a preset with --set overrides) as JSON.",
+    )
+    _config_args(c)
+    c.set_defaults(func=cmd_config)
+
+    i = sub.add_parser(
+        "init",
+        help="write a checkpoint with seeded random weights",
+        description="Create a checkpoint directory (config.json, "
+        "model.safetensors, tokenizer.json) with seeded random weights.",
+    )
+    i.add_argument("out", help="output checkpoint directory")
+    _config_args(i)
+    i.add_argument(
+        "--tokenizer",
+        choices=["article", "char", "word"],
+        default="article",
+        help="article: the Random Transformer's 10 words (default); char/word: built from --corpus",
+    )
+    i.add_argument("--corpus", metavar="FILE", help="UTF-8 text to build a char/word vocabulary")
+    i.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+    i.add_argument("--std", type=float, default=0.02, help="weight std (default 0.02)")
+    i.set_defaults(func=cmd_init)
+
+    g = sub.add_parser(
+        "generate",
+        help="greedy generation with the reference engine",
+        description="Greedy decoding from a checkpoint. Encoder-decoder: TEXT is "
+        "the source and the output starts from SOS. Decoder: TEXT is the prompt.",
+    )
+    g.add_argument("checkpoint", help="checkpoint directory")
+    g.add_argument("text", help="source text or prompt")
+    g.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="stop after this many tokens (default: up to max_len)",
+    )
+    g.set_defaults(func=cmd_generate)
+
+    e = sub.add_parser(
+        "explain",
+        help="trace every matrix of one forward pass",
+        description="Run the reference engine on TEXT and print every "
+        "intermediate as a labelled matrix.",
+    )
+    e.add_argument("checkpoint", help="checkpoint directory")
+    e.add_argument("text", help="input text (the source, for an encoder-decoder)")
+    e.add_argument(
+        "--target", help="decoder text for an encoder-decoder (default: the greedy output)"
+    )
+    e.add_argument("--json", metavar="FILE", help="write the trace as JSON to FILE ('-' stdout)")
+    e.add_argument("--only", metavar="SUBSTRING", help="print only steps whose name contains it")
+    e.set_defaults(func=cmd_explain)
+    return p
+
+
+def _config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preset",
+        default="hello-world",
+        choices=list(PRESETS),
+        help="starting config (default hello-world)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set d_model=64 (repeatable)",
+    )
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def cmd_walkthrough(args) -> int:
+    from glassformer import walkthrough
+
+    trace = (
+        walkthrough.hello_world(seed=args.seed)
+        if args.name == "hello-world"
+        else walkthrough.self_attention()
+    )
+    if args.json:
+        _write_json(args.json, {"walkthrough": args.name, **trace.to_dict()})
+        if args.json == "-":
+            return 0
+    print(render(trace, narrated=not args.all))
+    if args.json:
+        print(f"\nwrote {len(trace)} steps to {args.json}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    cfg = preset(args.preset).override(*args.overrides)
+    print(cfg.to_json(), end="")
+    print(f"# {weights.n_params(cfg):,} parameters", file=sys.stderr)
+    return 0
+
+
+def cmd_init(args) -> int:
+    from glassformer import tokenizer as tk
+
+    cfg = preset(args.preset).override(*args.overrides)
+    if args.tokenizer == "article":
+        tok = tk.article_tokenizer()
+    else:
+        if not args.corpus:
+            raise GlassformerError(
+                f"--tokenizer {args.tokenizer} needs --corpus FILE to build its vocabulary"
+            )
+        text = _read_text(args.corpus)
+        cls = tk.CharTokenizer if args.tokenizer == "char" else tk.WordTokenizer
+        tok = cls.train([text])
+    if cfg.vocab_size != tok.vocab_size:
+        cfg = cfg.override(f"vocab_size={tok.vocab_size}")
+    params = weights.init(cfg, seed=args.seed, std=args.std)
+    weights.save(args.out, cfg, params, tokenizer=tok)
+    print(
+        f"wrote {args.out}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
+        f"{args.tokenizer} tokenizer of {tok.vocab_size} tokens"
+    )
+    return 0
+
+
+def cmd_generate(args) -> int:
+    cfg, params, tok = _load(args.checkpoint)
+    if cfg.arch == "encoder":
+        raise GlassformerError("an encoder-only model does not generate; use `explain`")
+    ids = _encode(tok, args.text, cfg)
+    if cfg.arch == "encoder-decoder":
+        step, prompt = R.next_token_logits(params, cfg, ids), _bos(tok)
+    else:
+        step, prompt = R.next_token_logits(params, cfg), ids
+    from glassformer.decode import greedy
+
+    max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
+    if max_new < 1:
+        raise GlassformerError("--max-new-tokens must be at least 1")
+    gen = greedy(step, prompt, max_new, eos_id=tok.eos_id, max_len=cfg.max_len)
+    out = gen.new_ids if cfg.arch == "encoder-decoder" else gen.ids
+    print(tok.decode(out))
+    return 0
+
+
+def cmd_explain(args) -> int:
+    cfg, params, tok = _load(args.checkpoint)
+    ids = _encode(tok, args.text, cfg)
+    words = tok.tokens(ids)
+    if cfg.arch == "encoder-decoder":
+        if args.target is not None:
+            tgt = _bos(tok) + _encode(tok, args.target, cfg, room=1)
+        else:
+            from glassformer.decode import greedy
+
+            gen = greedy(
+                R.next_token_logits(params, cfg, ids),
+                _bos(tok),
+                cfg.max_len - 1,
+                eos_id=tok.eos_id,
+                max_len=cfg.max_len,
+            )
+            tgt = gen.ids
+        with tracing(labels={"encoder": words, "decoder": tok.tokens(tgt)}) as trace:
+            R.forward(params, cfg, tgt, src_ids=ids)
+    elif cfg.arch == "decoder":
+        with tracing(labels={"decoder": words}) as trace:
+            R.forward(params, cfg, ids)
+    else:
+        with tracing(labels={"encoder": words}) as trace:
+            R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
+    _show_trace(trace, args)
+    return 0
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _show_trace(trace: Trace, args) -> None:
+    if args.json:
+        _write_json(args.json, trace.to_dict())
+        if args.json == "-":
+            return
+    print(render(trace, only=args.only))
+    if args.json:
+        print(f"\nwrote {len(trace)} steps to {args.json}")
+
+
+def _load(path: str):
+    cfg, params, tok = weights.load(path)
+    if tok is None:
+        raise GlassformerError(
+            f"checkpoint {path} has no {weights.TOKENIZER_FILE}: text cannot "
+            "be encoded; save it with its tokenizer"
+        )
+    return cfg, params, tok
+
+
+def _bos(tok) -> list[int]:
+    if tok.bos_id is None:
+        raise GlassformerError("the tokenizer has no start token (SOS/BOS) to start decoding from")
+    return [tok.bos_id]
+
+
+def _encode(tok, text: str, cfg, room: int = 0) -> list[int]:
+    """Token ids of user text, with the checks the engines expect (never empty, never too long)."""
+    if not text.strip():
+        raise GlassformerError("the text is empty: give at least one word")
+    ids, unknown = tok.encode_with_unknown(text)
+    if not ids:
+        raise GlassformerError("the text has no tokens: give at least one word")
+    if unknown:
+        shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        print(
+            f"glassformer: note: {len(unknown)} unknown token(s) mapped to "
+            f"{tok.specials.get('unk')}: {shown}",
+            file=sys.stderr,
+        )
+    limit = cfg.max_len - room
+    if len(ids) > limit:
+        raise GlassformerError(
+            f"the text has {len(ids)} tokens but the model takes at most "
+            f"{limit} (max_len {cfg.max_len}); shorten it"
+        )
+    return ids
+
+
+def _read_text(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise GlassformerError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise GlassformerError(f"{path}, line {line}: not valid UTF-8 text") from None
+    if not text.strip():
+        raise GlassformerError(f"{path} is empty")
+    return text
+
+
+def _write_json(path: str, data: dict) -> None:
+    text = json.dumps(data, ensure_ascii=False, default=_json_default)
+    if path == "-":
+        print(text)
+        return
+    try:
+        Path(path).write_text(text + "\n", encoding="utf-8")
+    except OSError as e:
+        raise GlassformerError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(type(o).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

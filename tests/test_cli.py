@@ -1,0 +1,181 @@
+"""The command line: smoke tests end to end, and one clear line for every bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import load_golden
+
+from glassformer.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ck") / "hello"
+    assert main(["init", str(path), "--preset", "hello-world", "--seed", "1"]) == 0
+    return path
+
+
+def test_walkthrough_hello_world_prints_the_articles_numbers(capsys):
+    code, out, _ = run(capsys, "walkthrough", "hello-world")
+    assert code == 0
+    for text in ("68", "105.21", "4.6770e-10", "11.4639", "1.71888", "nan", "SOS"):
+        assert text in out, text
+
+
+def test_walkthrough_json_holds_every_step(capsys, tmp_path):
+    f = tmp_path / "hw.json"
+    code, out, _ = run(capsys, "walkthrough", "hello-world", "--json", str(f))
+    assert code == 0 and "wrote" in out
+    data = json.loads(f.read_text())
+    steps = {s["name"]: s for s in data["steps"]}
+    g = load_golden("rt_04_attention_div30_concat_W0.json")
+    np.testing.assert_allclose(steps["div30.Z"]["values"], g["Z_printed"], atol=1e-7)
+    assert steps["div30.Z"]["shape"] == [2, 4]
+    assert steps["div30.Z"]["equation"]
+    assert steps["head1.A"]["rows"] == ["Hello", "World"]
+    naive = steps["overflow.naive.output"]["values"]
+    assert naive[0][0] == "nan"  # strict JSON: NaN written as a string
+
+
+def test_walkthrough_self_attention_json_to_stdout(capsys):
+    code, out, _ = run(capsys, "walkthrough", "self-attention", "--json", "-")
+    assert code == 0
+    steps = {s["name"]: s for s in json.loads(out)["steps"]}
+    g = load_golden("raschka_02_selfattention_v1.json")
+    np.testing.assert_allclose(
+        steps["trainable.context_2"]["values"], g["expected"]["context_vec_2_full"], atol=1e-6
+    )
+
+
+def test_config_prints_json_with_overrides(capsys):
+    code, out, err = run(capsys, "config", "--preset", "tiny", "--set", "d_model=32")
+    assert code == 0 and json.loads(out)["d_model"] == 32 and "parameters" in err
+
+
+def test_generate_and_explain_end_to_end(capsys, ckpt):
+    code, out, _ = run(capsys, "generate", str(ckpt), "Hello World")
+    assert code == 0 and out.strip()
+    assert set(out.split()) <= {"hello", "mundo", "world", "how", "?", "a", "hola", "c"}
+    code, out, _ = run(
+        capsys,
+        "explain",
+        str(ckpt),
+        "Hello World",
+        "--target",
+        "hola mundo",
+        "--only",
+        "decoder.0.cross_attn.head0.A",
+    )
+    assert code == 0
+    assert "hello" in out and "world" in out and "hola" in out  # labelled rows and columns
+
+
+def test_explain_json_has_every_intermediate(capsys, ckpt, tmp_path):
+    f = tmp_path / "t.json"
+    code, _, _ = run(capsys, "explain", str(ckpt), "hello world", "--json", str(f))
+    assert code == 0
+    names = [s["name"] for s in json.loads(f.read_text())["steps"]]
+    assert "encoder.5.self_attn.head1.A" in names and "probs" in names
+
+
+def test_decoder_and_encoder_checkpoints(capsys, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("to be or not to be\n")
+    dec = tmp_path / "dec"
+    assert (
+        run(
+            capsys,
+            "init",
+            str(dec),
+            "--preset",
+            "tiny",
+            "--tokenizer",
+            "char",
+            "--corpus",
+            str(corpus),
+        )[0]
+        == 0
+    )
+    code, out, _ = run(capsys, "generate", str(dec), "to be", "--max-new-tokens", "5")
+    assert code == 0 and out.startswith("to be") and len(out.rstrip("\n")) <= 10
+    enc = tmp_path / "enc"
+    assert (
+        run(
+            capsys,
+            "init",
+            str(enc),
+            "--preset",
+            "encoder-classifier",
+            "--tokenizer",
+            "word",
+            "--corpus",
+            str(corpus),
+        )[0]
+        == 0
+    )
+    code, out, _ = run(capsys, "explain", str(enc), "to be", "--only", "probs")
+    assert code == 0 and "probs" in out
+
+
+BAD = [
+    (["generate", "{ck}", ""], "empty"),
+    (["generate", "{ck}", "   "], "empty"),
+    (["generate", "{ck}", "hello world " * 5], "max_len 8"),
+    (["generate", "{ck}", "hello banana"], "'banana' is not in the vocabulary"),
+    (["generate", "{missing}", "hello"], "not found"),
+    (["config", "--set", "d_model=abc"], "d_model must be an integer"),
+    (["config", "--set", "norm=middle"], "norm must be one of"),
+    (["config", "--set", "nofield=1"], "unknown field"),
+    (["init", "{tmp}/x", "--tokenizer", "char"], "needs --corpus"),
+    (["init", "{tmp}/x", "--tokenizer", "char", "--corpus", "{tmp}/none.txt"], "cannot read"),
+    (["generate", "{ck}", "hello", "--max-new-tokens", "0"], "at least 1"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), BAD)
+def test_bad_input_gives_one_line_and_nonzero_exit(capsys, ckpt, tmp_path, argv, message):
+    argv = [a.format(ck=ckpt, missing=tmp_path / "missing", tmp=tmp_path) for a in argv]
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("glassformer: error:"), err
+    assert message in lines[0]
+    assert "Traceback" not in err + out
+
+
+def test_corrupt_checkpoint_from_the_command_line(capsys, ckpt, tmp_path):
+    import shutil
+
+    bad = tmp_path / "bad"
+    shutil.copytree(ckpt, bad)
+    data = (bad / "model.safetensors").read_bytes()
+    (bad / "model.safetensors").write_bytes(data[: len(data) // 2])
+    code, _, err = run(capsys, "generate", str(bad), "hello")
+    assert code == 2 and "truncated or corrupt" in err and len(err.strip().splitlines()) == 1
+
+
+def test_invalid_utf8_corpus_names_the_line(capsys, tmp_path):
+    f = tmp_path / "bad.txt"
+    f.write_bytes(b"fine line\nbad \xff byte\n")
+    code, _, err = run(
+        capsys, "init", str(tmp_path / "x"), "--tokenizer", "char", "--corpus", str(f)
+    )
+    assert code == 2 and "line 2" in err
+
+
+def test_console_script_exits_nonzero_without_traceback(tmp_path):
+    """The real process: argparse errors and library errors both exit non-zero, no traceback."""
+    for argv in (["generate", str(tmp_path / "none"), "x"], ["walkthrough", "nope"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "glassformer.cli", *argv], capture_output=True, text=True
+        )
+        assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip()
