@@ -60,6 +60,8 @@ class Config:
         hints = typing.get_type_hints(Config)
         for f in fields(self):
             _check_type(f.name, getattr(self, f.name), hints[f.name])
+        if self.n_heads < 1:
+            raise ConfigError(f"n_heads must be >= 1, got {self.n_heads}")
         if self.head_dim is None:
             if self.d_model % self.n_heads:
                 raise ConfigError(
@@ -164,7 +166,31 @@ class Config:
                     f"--set {item!r}: unknown field {key!r}; allowed: {', '.join(sorted(hints))}"
                 )
             changes[key] = parse_value(key, raw.strip(), hints[key])
-        return dataclasses.replace(self, **changes)
+        return dataclasses.replace(self, **(self._rederive(changes) | changes))
+
+    def _rederive(self, changes: dict) -> dict:
+        """Derived fields that follow a change unless set explicitly: head_dim follows d_model and
+        n_heads when it was their quotient; layer counts follow arch (0 for a stack it lacks)."""
+        out = {}
+        if {
+            "d_model",
+            "n_heads",
+        } & changes.keys() and self.head_dim == self.d_model // self.n_heads:
+            out["head_dim"] = None
+        if "arch" in changes:
+            new = changes["arch"]
+            has = {
+                "n_encoder_layers": new in ("encoder-decoder", "encoder"),
+                "n_decoder_layers": new in ("encoder-decoder", "decoder"),
+            }
+            for name, wanted in has.items():
+                if not wanted:
+                    out[name] = 0
+                elif getattr(self, name) == 0:
+                    out[name] = None
+            if new != "encoder":
+                out["n_classes"] = 0
+        return out
 
 
 def parse_value(name: str, raw: str, hint) -> object:

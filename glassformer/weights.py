@@ -13,7 +13,9 @@ This module does not compute anything with the weights.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import sys
 import shutil
 import tempfile
 from pathlib import Path
@@ -164,17 +166,41 @@ def save(
 
 
 def _swap_in(tmp: Path, path: Path) -> None:
-    """Replace `path` by the finished directory `tmp`; at every instant one complete copy exists."""
+    """Replace `path` by the finished directory `tmp`; at every instant one complete copy exists.
+
+    On Linux the two directories are exchanged in one atomic renameat2(RENAME_EXCHANGE) call, so
+    even a kill -9 leaves either the old or the new checkpoint at `path`. Elsewhere the old copy
+    is moved aside and restored if moving the new one in fails.
+    """
     if not path.exists():
         os.replace(tmp, path)
         return
     if not path.is_dir():
         raise CheckpointError(f"{path} exists and is not a directory; choose another output path")
-    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))
-    os.rmdir(old)
+    if _exchange(tmp, path):
+        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old checkpoint
+        return
+    old = tmp.with_name(tmp.name + ".old")
     os.replace(path, old)
-    os.replace(tmp, path)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        os.replace(old, path)
+        raise
     shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two paths with Linux renameat2(RENAME_EXCHANGE); False if unsupported."""
+    if sys.platform != "linux":
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    AT_FDCWD, RENAME_EXCHANGE = -100, 2
+    rc = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
+    return rc == 0
 
 
 def load(path: str | Path, dtype=np.float64):
@@ -201,7 +227,7 @@ def load(path: str | Path, dtype=np.float64):
         raise CheckpointError(f"{path / CONFIG_FILE}: {e}") from None
     try:
         raw = load_file(str(path / WEIGHTS_FILE))
-    except (SafetensorError, OSError, ValueError) as e:
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise CheckpointError(
             f"{path / WEIGHTS_FILE} is truncated or corrupt ({e}); "
             "restore it or save the model again"

@@ -181,11 +181,6 @@ def test_zero_heads_with_explicit_head_dim():
     _raises_naming("n_heads", n_heads=0, head_dim=8)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Config(n_heads=0) with head_dim=None computes d_model % 0 before validating "
-    "n_heads and raises ZeroDivisionError instead of ConfigError",
-)
 def test_zero_heads_with_default_head_dim():
     _raises_naming("n_heads", n_heads=0)
 
@@ -405,3 +400,19 @@ def test_configs_are_hashable_and_compare_by_value():
     assert Config(d_model=8, n_heads=2) == Config(d_model=8, n_heads=2, head_dim=4)
     assert hash(Config(d_model=8, n_heads=2)) == hash(Config(d_model=8, n_heads=2, head_dim=4))
     assert Config(d_model=8, n_heads=2) != Config(d_model=8, n_heads=4)
+
+
+def test_override_rederives_fields_that_followed_the_changed_ones():
+    # head_dim was d_model // n_heads: it follows a new d_model or n_heads...
+    assert Config().override("d_model=128").head_dim == 32
+    assert Config().override("n_heads=8").head_dim == 8
+    # ...but an explicitly different head_dim (the article's 3 with d_model 4) is kept.
+    assert preset("hello-world").override("d_model=8").head_dim == 3
+    # Layer counts follow arch: a stack the new arch lacks gets 0, a new stack the default 2.
+    dec = preset("hello-world").override("arch=decoder")
+    assert (dec.n_encoder_layers, dec.n_decoder_layers) == (0, 6)
+    ed = preset("tiny").override("arch=encoder-decoder")
+    assert (ed.n_encoder_layers, ed.n_decoder_layers) == (2, 2)
+    enc = preset("tiny").override("arch=encoder", "n_classes=3")
+    assert (enc.n_encoder_layers, enc.n_decoder_layers, enc.n_classes) == (2, 0, 3)
+    assert preset("encoder-classifier").override("arch=decoder").n_classes == 0
