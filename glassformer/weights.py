@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import sys
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
