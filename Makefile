@@ -2,14 +2,14 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-core
+STAMP  := $(VENV)/.installed
 
 .PHONY: demo test lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[test,dev]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[torch,test,dev]'
 	touch $@
 
 demo: $(STAMP)

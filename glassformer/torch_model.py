@@ -1,0 +1,481 @@
+"""The PyTorch engine: the same model as `reference.py`, batched, fast and trainable.
+
+`Transformer(cfg)` builds the three stacks of seed 002 from one `Config`; its `state_dict()`
+names and shapes are exactly `weights.spec(cfg)`, so either engine loads the other's checkpoints.
+Tensors are batched `(B, T, C)` and any float dtype works (float64 for parity with the reference
+engine, float32 or bf16 for speed). Attention runs through `F.scaled_dot_product_attention`
+unless a trace is active or `explicit` is set, in which case the explicit
+softmax(QKᵀ/√D)·V path runs and records Q, K, V, scores, A and C per head under the reference
+engine's names (for the first sequence of the batch).
+
+Deliberately not here: decoding loops (`decode.py`), checkpoint files (`weights.py`), training.
+This module never imports the reference engine; their contract is the parity test.
+
+Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim
+        F d_ff  V vocab.  Masks: True = may attend.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from glassformer.config import Config
+from glassformer.trace import current, scope, tap
+
+# -- tracing helpers: free when no trace is active ----------------------------------------------
+
+
+def _tracing() -> bool:
+    return current() is not None
+
+
+def _scope(name: str):
+    return scope(name) if _tracing() else contextlib.nullcontext()
+
+
+def _tap(name: str, x: Tensor) -> Tensor:
+    """Record the first sequence of the batch under `name` (the reference engine is unbatched)."""
+    if _tracing():
+        tap(name, x[0].detach().to(torch.float64).cpu().numpy())
+    return x
+
+
+# -- the KV cache -------------------------------------------------------------------------------
+
+
+@dataclass
+class KVCache:
+    """Keys and values kept between decoding steps.
+
+    Self-attention keys/values grow by the new tokens at every step; cross-attention keys/values
+    are computed once from the encoder output (`memory`) and reused.
+    """
+
+    self_k: list[Tensor | None] = field(default_factory=list)
+    self_v: list[Tensor | None] = field(default_factory=list)
+    cross_k: list[Tensor | None] = field(default_factory=list)
+    cross_v: list[Tensor | None] = field(default_factory=list)
+    memory: Tensor | None = None
+    memory_valid: Tensor | None = None
+    length: int = 0  # tokens already in the self-attention cache
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls(*([None] * n_layers for _ in range(4)))
+
+
+# -- building blocks ----------------------------------------------------------------------------
+
+
+def sinusoidal_table(T: int, C: int, base: float = 10000.0) -> Tensor:
+    """PE(pos, 2i) = sin(pos / base^(2i/C)), PE(pos, 2i+1) = cos(...), in float64. (T, C)"""
+    pos = torch.arange(T, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, C, 2, dtype=torch.float64)
+    angle = pos / base ** (two_i / C)  # (T, ceil(C/2))
+    P = torch.zeros(T, C, dtype=torch.float64)
+    P[:, 0::2] = torch.sin(angle)
+    P[:, 1::2] = torch.cos(angle[:, : C // 2])
+    return P
+
+
+class MultiHeadAttention(nn.Module):
+    """Z = concat(C_1..C_H)·W_O with C_h = softmax(Q_h K_hᵀ / √D) V_h.
+
+    Q comes from x; K and V from `kv` (x itself for self-attention, the encoder output for
+    cross-attention). The per-head Wq of the articles are the rows h*D:(h+1)*D of `q.weight`.
+    """
+
+    def __init__(self, cfg: Config, dropout: float = 0.0):
+        super().__init__()
+        C, HD = cfg.d_model, cfg.attn_dim
+        self.H, self.D = cfg.n_heads, cfg.head_dim
+        self.q = nn.Linear(C, HD, bias=cfg.bias)
+        self.k = nn.Linear(C, HD, bias=cfg.bias)
+        self.v = nn.Linear(C, HD, bias=cfg.bias)
+        self.o = nn.Linear(HD, C, bias=cfg.bias)
+        self.dropout = dropout
+        self.explicit = False  # force the explicit path (it is also used whenever tracing)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        B, T, _ = x.shape
+        return x.view(B, T, self.H, self.D).transpose(1, 2)  # (B, H, T, D)
+
+    def forward(
+        self,
+        x: Tensor,
+        kv: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        cache_kv: tuple[Tensor, Tensor] | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """x (B, T, C), kv (B, S, C) -> (Z (B, T, C), K, V (B, H, S', D)).
+
+        mask (B or 1, 1 or H, T, S') bool; causal: the usual lower-triangular mask (used only with
+        mask None; with a cache the T queries are the last T of the S' positions). cache_kv:
+        keys/values (B, H, S', D) to attend to instead of projecting kv: the cached cross-attention
+        keys, or the past self-attention keys with the new ones appended.
+        """
+        q = self._heads(self.q(x))  # (B, H, T, D)
+        if cache_kv is None:
+            k, v = self._heads(self.k(kv)), self._heads(self.v(kv))  # (B, H, S, D)
+        else:
+            k, v = cache_kv
+        out = self._attend(q, k, v, mask, causal)  # (B, H, T, D)
+        B, _, T, _ = out.shape
+        concat = out.transpose(1, 2).reshape(B, T, self.H * self.D)  # (B, T, H*D)
+        _tap("concat", concat)
+        return _tap("Z", self.o(concat)), k, v
+
+    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool):
+        T, S = q.shape[-2], k.shape[-2]
+        if causal and mask is None and T != S:  # queries are the last T of S positions (cache)
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            causal = False
+        if causal and mask is None and (_tracing() or self.explicit):
+            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+            causal = False
+        empty_rows = None
+        if mask is not None:
+            # A query row with nothing to attend to gives zeros: let it attend everywhere (finite
+            # softmax, finite gradients), then zero its output.
+            empty_rows = ~mask.any(-1, keepdim=True)  # (B|1, H|1, T, 1)
+            if bool(empty_rows.any()):
+                mask = mask | empty_rows
+            else:
+                empty_rows = None
+        p = self.dropout if self.training else 0.0
+        if _tracing() or self.explicit:
+            out = self._explicit(q, k, v, mask, p, empty_rows)
+        else:
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None
+            )
+        if empty_rows is not None:
+            out = out.masked_fill(empty_rows, 0.0)
+        return out
+
+    def _explicit(self, q, k, v, mask, p, empty_rows):
+        """softmax(Q·Kᵀ / √D)·V written out, recording each head's matrices."""
+        scores = q @ k.transpose(-2, -1)  # Ω (B, H, T, S)
+        scaled = scores / math.sqrt(self.D)
+        if mask is not None:
+            scaled = scaled.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(scaled, dim=-1)  # (B, H, T, S)
+        if empty_rows is not None:
+            A = A.masked_fill(empty_rows, 0.0)
+        if p:
+            A = F.dropout(A, p)
+        C = A @ v  # (B, H, T, D)
+        if _tracing():
+            for h in range(self.H):
+                with scope(f"head{h}"):
+                    for name, t in (
+                        ("Q", q),
+                        ("K", k),
+                        ("V", v),
+                        ("scores", scores),
+                        ("scaled", scores / math.sqrt(self.D)),
+                        ("A", A),
+                        ("C", C),
+                    ):
+                        _tap(name, t[:, h])
+                    if mask is not None:
+                        _tap("mask", mask.expand(q.shape[0], self.H, -1, -1)[:, h])
+        return C
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = act(x·W1 + b1)·W2 + b2."""
+
+    def __init__(self, cfg: Config, dropout: float = 0.0):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
+        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
+        self.act = {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU("tanh")}[
+            cfg.activation
+        ]
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        hidden = _tap("hidden", self.act(self.w1(x)))  # (B, T, F)
+        return _tap("out", self.w2(self.drop(hidden)))  # (B, T, C)
+
+
+class Block(nn.Module):
+    """An encoder block (self-attention, FFN) or a decoder block (masked self-attention,
+    cross-attention on the encoder output, FFN); each sublayer wrapped in residual + LayerNorm,
+    post-LN LN(x + f(x)) or pre-LN x + f(LN(x))."""
+
+    def __init__(self, cfg: Config, cross: bool, dropout: float = 0.0):
+        super().__init__()
+        self.pre = cfg.norm == "pre"
+        self.self_attn = MultiHeadAttention(cfg, dropout)
+        self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.cross_attn = MultiHeadAttention(cfg, dropout) if cross else None
+        if cross:
+            self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.ffn = FeedForward(cfg, dropout)
+        setattr(self, f"norm{3 if cross else 2}", nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps))
+        self.ffn_norm = f"norm{3 if cross else 2}"
+        self.drop = nn.Dropout(dropout)
+
+    def _sublayer(self, k: int, x: Tensor, norm: nn.LayerNorm, f) -> Tensor:
+        if self.pre:
+            with _scope(f"norm{k}"):
+                h = _tap("out", norm(x))
+            return _tap(f"add{k}", x + self.drop(f(h)))
+        y = _tap(f"add{k}", x + self.drop(f(x)))
+        with _scope(f"norm{k}"):
+            return _tap("out", norm(y))
+
+    def forward(
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+        layer: int = 0,
+    ) -> Tensor:
+        def self_attn(h):
+            with _scope("self_attn"):
+                past = None
+                if cache is not None and cache.self_k[layer] is not None:
+                    k_new = self.self_attn._heads(self.self_attn.k(h))
+                    v_new = self.self_attn._heads(self.self_attn.v(h))
+                    past = (
+                        torch.cat([cache.self_k[layer], k_new], dim=2),
+                        torch.cat([cache.self_v[layer], v_new], dim=2),
+                    )
+                z, k, v = self.self_attn(h, h, mask, causal, cache_kv=past)
+                if cache is not None:
+                    cache.self_k[layer], cache.self_v[layer] = k, v
+                return z
+
+        def cross_attn(h):
+            with _scope("cross_attn"):
+                reuse = None
+                if cache is not None and cache.cross_k[layer] is not None:
+                    reuse = (cache.cross_k[layer], cache.cross_v[layer])
+                z, k, v = self.cross_attn(h, memory, memory_mask, cache_kv=reuse)
+                if cache is not None:
+                    cache.cross_k[layer], cache.cross_v[layer] = k, v
+                return z
+
+        def ffn(h):
+            with _scope("ffn"):
+                return self.ffn(h)
+
+        x = self._sublayer(1, x, self.norm1, self_attn)
+        k = 2
+        if self.cross_attn is not None:
+            x = self._sublayer(2, x, self.norm2, cross_attn)
+            k = 3
+        return _tap("out", self._sublayer(k, x, getattr(self, self.ffn_norm), ffn))
+
+
+class Stack(nn.Module):
+    """Token embedding + positions, then n blocks, then (pre-LN) a final LayerNorm."""
+
+    def __init__(self, cfg: Config, n_layers: int, cross: bool, dropout: float = 0.0):
+        super().__init__()
+        self.positions = cfg.positions
+        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if cfg.positions == "learned":
+            self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
+        elif cfg.positions == "sinusoidal":
+            self.register_buffer("pe", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
+        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cfg.norm == "pre" else None
+        self.drop = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        ids: Tensor,
+        mask: Tensor | None = None,
+        causal: bool = False,
+        memory: Tensor | None = None,
+        memory_mask: Tensor | None = None,
+        cache: KVCache | None = None,
+    ) -> Tensor:
+        """ids (B, T) -> (B, T, C)."""
+        start = cache.length if cache is not None else 0
+        T = ids.shape[1]
+        X = _tap("X", self.tok_embed(ids))  # (B, T, C)
+        if self.positions == "none":
+            x = _tap("input", X)
+        else:
+            if self.positions == "learned":
+                P = self.pos_embed.weight[start : start + T]
+            else:
+                P = self.pe[start : start + T].to(X.dtype)
+            _tap("P", P[None])
+            x = _tap("input", X + P)  # (B, T, C)
+        x = self.drop(x)
+        for i, block in enumerate(self.layers):
+            with _scope(str(i)):
+                x = block(x, mask, causal, memory, memory_mask, cache, i)
+        if self.norm is not None:
+            with _scope("norm"):
+                x = _tap("out", self.norm(x))
+        return _tap("output", x)
+
+
+class Transformer(nn.Module):
+    """The three stacks of seed 002 over one Config.
+
+    forward(ids, valid=None, src_ids=None, src_valid=None, cache=None, last_only=False):
+      - "decoder": ids (B, T) -> next-token logits (B, T, V)
+      - "encoder-decoder": decoder ids (B, T) from SOS and encoder src_ids (B, S) -> (B, T, V)
+      - "encoder": ids (B, S) -> class logits (B, n_classes), or hidden states (B, S, C) if
+        n_classes is 0
+    valid / src_valid (B, T|S) bool mark real tokens (False = padding, never attended to).
+    cache: a KVCache for incremental decoding (ids are then only the new tokens).
+    last_only: compute logits for the last position only (generation).
+    """
+
+    def __init__(self, cfg: Config, dropout: float = 0.0):
+        super().__init__()
+        self.cfg = cfg
+        if cfg.has_encoder:
+            self.encoder = Stack(cfg, cfg.n_encoder_layers, cross=False, dropout=dropout)
+        if cfg.has_decoder:
+            cross = cfg.arch == "encoder-decoder"
+            self.decoder = Stack(cfg, cfg.n_decoder_layers, cross=cross, dropout=dropout)
+            if not cfg.tie_embeddings:
+                self.lm_head = nn.Linear(
+                    cfg.d_model, cfg.vocab_size, bias=cfg.bias and not cfg.tie_embeddings
+                )
+        if cfg.arch == "encoder" and cfg.n_classes:
+            self.classifier = nn.Linear(cfg.d_model, cfg.n_classes, bias=cfg.bias)
+
+    def forward(
+        self,
+        ids: Tensor,
+        valid: Tensor | None = None,
+        src_ids: Tensor | None = None,
+        src_valid: Tensor | None = None,
+        cache: KVCache | None = None,
+        last_only: bool = False,
+    ) -> Tensor:
+        cfg = self.cfg
+        if cfg.arch == "encoder":
+            with _scope("encoder"):
+                H = self.encoder(ids, _key_mask(valid))  # (B, S, C)
+            if not cfg.n_classes:
+                return H
+            keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
+            pooled = _tap("pooled", (H * keep[..., None]).sum(1) / keep.sum(1, keepdim=True))
+            logits = _tap("logits", self.classifier(pooled))  # (B, n_classes)
+            _tap("probs", torch.softmax(logits, -1))
+            return logits
+        memory = memory_mask = None
+        if cfg.arch == "encoder-decoder":
+            if cache is not None and cache.memory is not None:
+                memory, src_valid = cache.memory, cache.memory_valid
+            else:
+                if src_ids is None:
+                    raise ValueError("an encoder-decoder model needs src_ids")
+                with _scope("encoder"):
+                    memory = self.encoder(src_ids, _key_mask(src_valid))  # (B, S, C)
+                if cache is not None:
+                    cache.memory, cache.memory_valid = memory, src_valid
+            memory_mask = _key_mask(src_valid)
+        mask = None
+        if valid is not None:  # padded decoder keys: causal AND real
+            T = ids.shape[1]
+            causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
+            mask = causal[None, None] & valid[:, None, None, :]
+        with _scope("decoder"):
+            h = self.decoder(ids, mask, True, memory, memory_mask, cache)  # (B, T, C)
+        if cache is not None:
+            cache.length += ids.shape[1]
+        if last_only:
+            h = h[:, -1:]
+        W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
+        b = None if cfg.tie_embeddings else self.lm_head.bias
+        logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
+        if _tracing():
+            _tap("probs", torch.softmax(logits, -1))
+        return logits
+
+
+def _key_mask(valid: Tensor | None) -> Tensor | None:
+    """(B, S) real-token flags -> (B, 1, 1, S) attention mask over keys."""
+    return None if valid is None else valid[:, None, None, :].bool()
+
+
+# -- functions around the model -----------------------------------------------------------------
+
+
+def from_params(cfg: Config, params: dict, dtype=torch.float64, dropout: float = 0.0):
+    """A Transformer holding the given {name: array} weights (NumPy or torch), strictly matched."""
+    model = Transformer(cfg, dropout=dropout).to(dtype)
+    state = {n: torch.as_tensor(v).to(dtype) for n, v in params.items()}
+    model.load_state_dict(state, strict=True)
+    return model
+
+
+def to_params(model: Transformer) -> dict:
+    """{name: float64 NumPy array} in spec order, for `weights.save` and the reference engine."""
+    return {n: t.detach().to(torch.float64).cpu().numpy() for n, t in model.state_dict().items()}
+
+
+def set_explicit(model: nn.Module, explicit: bool = True) -> None:
+    """Use the explicit attention path (it returns the attention weights) instead of SDPA."""
+    for m in model.modules():
+        if isinstance(m, MultiHeadAttention):
+            m.explicit = explicit
+
+
+def step_fn(model: Transformer, src_ids=None, use_cache: bool = True):
+    """A `decode` step function over one sequence: ids so far -> next-token logits (V,) float64.
+
+    With the cache, a call whose ids extend a sequence seen at the previous length runs only the
+    new token on a copy of that sequence's cache (beam hypotheses share their parents' caches;
+    cached tensors are never modified in place). Otherwise the whole prefix is computed.
+    """
+    device = next(model.parameters()).device
+    src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
+    caches: dict[tuple[int, ...], KVCache] = {}
+
+    @torch.no_grad()
+    def step(ids: list[int]):
+        ids = [int(i) for i in ids]
+        if not use_cache:
+            logits = model(torch.as_tensor([ids], device=device), src_ids=src, last_only=True)
+            return logits[0, -1].to(torch.float64).cpu().numpy()
+        parent = caches.get(tuple(ids[:-1]))
+        if parent is not None:
+            cache, new = _copy_cache(parent), ids[-1:]
+        else:
+            cache, new = KVCache.empty(model.cfg.n_decoder_layers), ids
+        logits = model(
+            torch.as_tensor([new], device=device), src_ids=src, cache=cache, last_only=True
+        )
+        for key in [k for k in caches if len(k) < len(ids) - 1]:
+            del caches[key]
+        caches[tuple(ids)] = cache
+        return logits[0, -1].to(torch.float64).cpu().numpy()
+
+    return step
+
+
+def _copy_cache(cache: KVCache) -> KVCache:
+    """A cache that can grow independently (list copies; the tensors themselves are shared)."""
+    return KVCache(
+        list(cache.self_k),
+        list(cache.self_v),
+        list(cache.cross_k),
+        list(cache.cross_v),
+        cache.memory,
+        cache.memory_valid,
+        cache.length,
+    )
