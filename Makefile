@@ -3,13 +3,14 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# This machine keeps the CPU torch wheel in /opt/wheels; elsewhere pip resolves it from the index.
+FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 
 .PHONY: demo test lint clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -c constraints.txt -e '.[torch,test,dev]'
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[torch,test,dev]'
 	touch $@
 
 demo: $(STAMP)
