@@ -1,7 +1,9 @@
 """Decoding strategies over a step function, knowing nothing of engines or tokenizers.
 
 A step function maps the token ids so far to the logits of the next token (V,). Greedy decoding
-(seed 002): start from SOS or a prompt, append the argmax token, stop at EOS or at the length limit.
+(seed 002): start from SOS or a prompt, append the argmax token, stop at EOS or at the length
+limit. Sampling (temperature, top-k, top-p, seeded) and beam search use the same step function;
+each records what it did at every step so that a generation can be explained afterwards.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from glassformer.errors import GlassformerError
 
 StepFn = Callable[[list[int]], np.ndarray]
 
@@ -24,6 +28,7 @@ class Generation:
     chosen_probs: list[float] = field(default_factory=list)
     distributions: list[np.ndarray] = field(default_factory=list)
     stopped_at_eos: bool = False
+    kept: list[np.ndarray] = field(default_factory=list)  # sampling: token ids left after filters
 
     @property
     def new_ids(self) -> list[int]:
@@ -34,6 +39,12 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     z = np.asarray(logits, dtype=np.float64)
     e = np.exp(z - z.max())
     return e / e.sum()
+
+
+def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    z = z - z.max()
+    return z - np.log(np.exp(z).sum())
 
 
 def greedy(
@@ -57,3 +68,144 @@ def greedy(
             out.stopped_at_eos = True
             break
     return out
+
+
+def filter_probs(
+    logits: np.ndarray,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+) -> np.ndarray:
+    """The sampling distribution: softmax(logits / temperature), then keep the top_k most likely
+    tokens, then the smallest set whose probability reaches top_p; renormalised. Temperature 0
+    keeps only the argmax."""
+    if temperature < 0:
+        raise GlassformerError(f"temperature must be >= 0, got {temperature}")
+    if top_k is not None and top_k < 1:
+        raise GlassformerError(f"top_k must be >= 1, got {top_k}")
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise GlassformerError(f"top_p must be in (0, 1], got {top_p}")
+    z = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        probs = np.zeros_like(z)
+        probs[int(np.argmax(z))] = 1.0
+        return probs
+    probs = _softmax(z / temperature)
+    order = np.argsort(-probs, kind="stable")  # most likely first
+    keep = np.ones(len(z), dtype=bool)
+    if top_k is not None:
+        keep[order[top_k:]] = False
+    if top_p is not None:
+        cumulative = np.cumsum(probs[order])
+        n = int(np.searchsorted(cumulative, top_p - 1e-12)) + 1  # first index reaching top_p
+        keep[order[n:]] = False
+    probs = np.where(keep, probs, 0.0)
+    return probs / probs.sum()
+
+
+def sample(
+    step: StepFn,
+    prompt: list[int],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    max_len: int | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+) -> Generation:
+    """Draw each next token from `filter_probs(...)`; the same seed gives the same tokens."""
+    rng = np.random.default_rng(seed)
+    out = Generation(ids=list(prompt), n_prompt=len(prompt))
+    for _ in range(max_new_tokens):
+        if max_len is not None and len(out.ids) >= max_len:
+            break
+        logits = step(out.ids)
+        probs = filter_probs(logits, temperature, top_k, top_p)
+        token = int(rng.choice(len(probs), p=probs))
+        out.ids.append(token)
+        out.chosen_probs.append(float(probs[token]))
+        out.distributions.append(_softmax(logits))
+        out.kept.append(np.flatnonzero(probs))
+        if token == eos_id:
+            out.stopped_at_eos = True
+            break
+    return out
+
+
+@dataclass
+class Hypothesis:
+    ids: list[int]
+    logprob: float  # sum of the generated tokens' log-probabilities
+    n_generated: int
+    finished: bool = False
+
+    def score(self, length_penalty: float) -> float:
+        """logprob / n_generated^length_penalty: only generated tokens count, not the prompt."""
+        return self.logprob / max(self.n_generated, 1) ** length_penalty
+
+
+@dataclass
+class BeamResult:
+    """The best hypothesis, every finished one, and the beam after each step (for explaining)."""
+
+    best: Hypothesis
+    finished: list[Hypothesis]
+    steps: list[list[Hypothesis]]
+
+    @property
+    def ids(self) -> list[int]:
+        return self.best.ids
+
+
+def beam_search(
+    step: StepFn,
+    prompt: list[int],
+    max_new_tokens: int,
+    eos_id: int | None,
+    width: int = 4,
+    length_penalty: float = 1.0,
+    max_len: int | None = None,
+) -> BeamResult:
+    """Keep the `width` most likely partial sequences; a candidate that ends in EOS is finished.
+
+    Each step extends every live hypothesis by every token, ranks the candidates by summed
+    log-probability and keeps the best `width`; those ending in EOS move to `finished`. The search
+    stops when no hypothesis is live, at the length limit, or when `width` hypotheses are finished
+    and the worst of them already beats the best live one. Width 1 is greedy decoding.
+    """
+    if width < 1:
+        raise GlassformerError(f"beam width must be >= 1, got {width}")
+    alive = [Hypothesis(list(prompt), 0.0, 0)]
+    finished: list[Hypothesis] = []
+    steps: list[list[Hypothesis]] = []
+    for _ in range(max_new_tokens):
+        if max_len is not None and len(alive[0].ids) >= max_len:
+            break
+        candidates = []
+        for h in alive:
+            logp = _log_softmax(step(h.ids))
+            for token in np.argsort(-logp, kind="stable")[:width]:
+                candidates.append(
+                    Hypothesis(
+                        h.ids + [int(token)],
+                        h.logprob + float(logp[token]),
+                        h.n_generated + 1,
+                        finished=int(token) == eos_id,
+                    )
+                )
+        candidates.sort(key=lambda c: -c.logprob)
+        alive = []
+        for c in candidates[:width]:
+            (finished if c.finished else alive).append(c)
+        steps.append(candidates[:width])
+        finished.sort(key=lambda h: -h.score(length_penalty))
+        finished = finished[:width]
+        if not alive:
+            break
+        best_alive = max(h.score(length_penalty) for h in alive)
+        if len(finished) >= width and finished[-1].score(length_penalty) >= best_alive:
+            break
+    # Hypotheses still live at the length limit compete with the finished ones.
+    best = max(finished + alive, key=lambda h: h.score(length_penalty))
+    return BeamResult(best, finished, steps)

@@ -1,0 +1,169 @@
+"""The PyTorch engine beyond parity: KV cache == recomputation, gradients (gradcheck), masked
+rows, dtypes, dropout."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from glassformer import weights  # noqa: E402
+from glassformer.config import Config  # noqa: E402
+from glassformer.decode import beam_search, greedy, sample  # noqa: E402
+from glassformer.torch_model import (  # noqa: E402
+    Block,
+    KVCache,
+    MultiHeadAttention,
+    Transformer,
+    from_params,
+    step_fn,
+)
+
+BASE = dict(vocab_size=17, d_model=16, n_heads=4, d_ff=32, max_len=24)
+DEC = Config(
+    **BASE,
+    arch="decoder",
+    n_decoder_layers=2,
+    positions="learned",
+    norm="pre",
+    activation="gelu_tanh",
+    tie_embeddings=True,
+)
+ENCDEC = Config(**BASE, arch="encoder-decoder", n_encoder_layers=2, n_decoder_layers=2)
+ENC = Config(**BASE, arch="encoder", n_encoder_layers=2, n_classes=3)
+
+
+def model_of(cfg, dtype=torch.float32, seed=0):
+    return from_params(cfg, weights.init(cfg, seed=seed, std=0.3), dtype=dtype).eval()
+
+
+@pytest.mark.parametrize("cfg", [DEC, ENCDEC], ids=["decoder", "encoder-decoder"])
+def test_kv_cache_equals_full_recomputation_at_every_step(cfg):
+    model = model_of(cfg)
+    src = torch.tensor([[3, 4, 5, 6]]) if cfg.arch == "encoder-decoder" else None
+    ids = torch.tensor([[1, 7, 2]])
+    cache = KVCache.empty(cfg.n_decoder_layers)
+    with torch.no_grad():
+        new = ids
+        for step in range(10):
+            cached = model(new, src_ids=src, cache=cache, last_only=True)[0, -1]
+            full = model(ids, src_ids=src)[0, -1]
+            assert torch.allclose(cached, full, atol=1e-5, rtol=0), step
+            nxt = int(torch.argmax(full))
+            ids = torch.cat([ids, torch.tensor([[nxt]])], dim=1)
+            new = torch.tensor([[nxt]])
+    assert cache.length == ids.shape[1] - 1
+    if cfg.arch == "encoder-decoder":
+        assert cache.cross_k[0] is not None and cache.memory is not None  # computed once
+
+
+@pytest.mark.parametrize("cfg", [DEC, ENCDEC], ids=["decoder", "encoder-decoder"])
+def test_cached_decoding_equals_uncached(cfg):
+    model = model_of(cfg)
+    src = [3, 4, 5] if cfg.arch == "encoder-decoder" else None
+    cached, plain = step_fn(model, src, use_cache=True), step_fn(model, src, use_cache=False)
+    assert greedy(cached, [1], 12).ids == greedy(plain, [1], 12).ids
+    assert sample(cached, [1], 12, seed=3).ids == sample(plain, [1], 12, seed=3).ids
+    b1 = beam_search(cached, [1], 8, eos_id=2, width=3)
+    b2 = beam_search(plain, [1], 8, eos_id=2, width=3)
+    assert b1.ids == b2.ids and b1.best.logprob == pytest.approx(b2.best.logprob, abs=1e-4)
+    assert beam_search(cached, [1], 8, eos_id=2, width=1).ids == greedy(plain, [1], 8, 2).ids
+
+
+def test_gradcheck_attention():
+    cfg = Config(**BASE, arch="decoder")
+    attn = MultiHeadAttention(cfg).double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64, requires_grad=True)
+    kv = torch.randn(2, 4, 16, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a: attn(a, a, causal=True)[0], (x,))
+    assert torch.autograd.gradcheck(lambda a, b: attn(a, b)[0], (x, kv))
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+def test_gradcheck_block(norm):
+    cfg = Config(**BASE, arch="encoder-decoder", norm=norm, activation="gelu")
+    block = Block(cfg, cross=True).double()
+    x = torch.randn(1, 4, 16, dtype=torch.float64, requires_grad=True)
+    mem = torch.randn(1, 3, 16, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, m: block(a, causal=True, memory=m), (x, mem))
+
+
+@pytest.mark.parametrize("cfg", [DEC, ENCDEC, ENC], ids=["decoder", "encoder-decoder", "encoder"])
+def test_gradcheck_whole_model(cfg):
+    small = Config(
+        **(
+            cfg.to_dict()
+            | dict(
+                d_model=8,
+                n_heads=2,
+                head_dim=4,
+                d_ff=8,
+                n_encoder_layers=min(cfg.n_encoder_layers, 1),
+                n_decoder_layers=min(cfg.n_decoder_layers, 1),
+            )
+        )
+    )
+    model = model_of(small, dtype=torch.float64)
+    params = dict(model.named_parameters())
+    names = list(params)
+    ids = torch.tensor([[1, 2, 3]])
+    src = torch.tensor([[4, 5]]) if small.arch == "encoder-decoder" else None
+
+    def f(*tensors):
+        out = torch.func.functional_call(
+            model, dict(zip(names, tensors, strict=True)), (ids,), {"src_ids": src}
+        )
+        return out.sum()
+
+    assert torch.autograd.gradcheck(f, tuple(p.detach().requires_grad_() for p in params.values()))
+
+
+def test_fully_masked_query_row_gives_zeros_and_finite_gradients():
+    cfg = Config(**BASE, arch="decoder")
+    attn = MultiHeadAttention(cfg).double()
+    x = torch.randn(1, 3, 16, dtype=torch.float64, requires_grad=True)
+    mask = torch.tensor([[True, True, False], [False, False, False], [True, True, True]])
+    for explicit in (False, True):
+        attn.explicit = explicit
+        z, _, _ = attn(x, x, mask[None, None])
+        concat = attn.o.bias.expand(3, -1)  # a row of zeros projects to the output bias
+        assert torch.allclose(z[0, 1], concat[1])
+        z.sum().backward()
+        assert torch.isfinite(x.grad).all()
+        x.grad = None
+
+
+def test_padding_rows_do_not_leak_into_real_tokens():
+    model = model_of(ENC, dtype=torch.float64)
+    ids = torch.tensor([[5, 6, 7, 0, 0]])
+    valid = torch.tensor([[True, True, True, False, False]])
+    with torch.no_grad():
+        a = model(ids, valid=valid)
+        b = model(torch.tensor([[5, 6, 7, 9, 9]]), valid=valid)
+    assert torch.allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_low_precision_dtypes_track_float64(dtype):
+    ref = model_of(DEC, dtype=torch.float64)
+    low = model_of(DEC, dtype=dtype)
+    ids = torch.randint(0, 17, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want, got = ref(ids), low(ids)
+    assert got.dtype == dtype
+    err = (got.double() - want).abs().max().item()
+    assert err < (1e-5 if dtype == torch.float32 else 0.1), err
+
+
+def test_dropout_only_in_training_mode():
+    cfg = DEC
+    model = Transformer(cfg, dropout=0.5)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    model.eval()
+    with torch.no_grad():
+        a, b = model(ids), model(ids)
+    assert torch.equal(a, b)
+    model.train()
+    torch.manual_seed(0)
+    c = model(ids)
+    assert not torch.allclose(a, c)
+    assert np.isfinite(c.detach().numpy()).all()
