@@ -3,7 +3,7 @@
     glassformer walkthrough hello-world|self-attention [--json FILE] [--all]
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
-    glassformer generate CKPT "text" [--max-new-tokens N]
+    glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
     glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING]
 
 Every user error becomes one line on stderr and exit status 2; nothing here does math.
@@ -117,6 +117,30 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="stop after this many tokens (default: up to max_len)",
     )
+    g.add_argument(
+        "--engine",
+        choices=["auto", "reference", "torch"],
+        default="auto",
+        help="reference: NumPy float64; torch: PyTorch with a KV cache; auto: torch "
+        "if installed (default)",
+    )
+    g.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default="greedy",
+        help="greedy (default), sample (temperature/top-k/top-p) or beam search",
+    )
+    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
+    g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
+    g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same text)")
+    g.add_argument("--beam-width", type=int, default=4, help="beam search width (4)")
+    g.add_argument(
+        "--length-penalty",
+        type=float,
+        default=1.0,
+        help="beam score = log-prob / generated_tokens^penalty (1.0)",
+    )
     g.set_defaults(func=cmd_generate)
 
     e = sub.add_parser(
@@ -207,23 +231,51 @@ def cmd_init(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    from glassformer import decode
+
     cfg, params, tok = _load(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
     ids = _encode(tok, args.text, cfg)
-    if cfg.arch == "encoder-decoder":
-        step, prompt = R.next_token_logits(params, cfg, ids), _bos(tok)
-    else:
-        step, prompt = R.next_token_logits(params, cfg), ids
-    from glassformer.decode import greedy
-
+    src, prompt = (ids, _bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
+    step = _step_function(args.engine, cfg, params, src)
     max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
     if max_new < 1:
         raise GlassformerError("--max-new-tokens must be at least 1")
-    gen = greedy(step, prompt, max_new, eos_id=tok.eos_id, max_len=cfg.max_len)
-    out = gen.new_ids if cfg.arch == "encoder-decoder" else gen.ids
-    print(tok.decode(out))
+    limits = dict(max_new_tokens=max_new, eos_id=tok.eos_id, max_len=cfg.max_len)
+    if args.strategy == "beam":
+        out = decode.beam_search(
+            step, prompt, width=args.beam_width, length_penalty=args.length_penalty, **limits
+        ).ids
+    elif args.strategy == "sample":
+        out = decode.sample(
+            step,
+            prompt,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            **limits,
+        ).ids
+    else:
+        out = decode.greedy(step, prompt, **limits).ids
+    print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
+
+
+def _step_function(engine: str, cfg, params, src):
+    """Next-token logits from the chosen engine (torch with its KV cache when available)."""
+    if engine in ("auto", "torch"):
+        try:
+            from glassformer import torch_model
+        except ImportError:
+            if engine == "torch":
+                raise GlassformerError(
+                    "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
+                ) from None
+        else:
+            return torch_model.step_fn(torch_model.from_params(cfg, params), src)
+    return R.next_token_logits(params, cfg, src)
 
 
 def cmd_explain(args) -> int:

@@ -179,3 +179,25 @@ def test_console_script_exits_nonzero_without_traceback(tmp_path):
             [sys.executable, "-m", "glassformer.cli", *argv], capture_output=True, text=True
         )
         assert r.returncode == 2 and "Traceback" not in r.stderr and r.stderr.strip()
+
+
+def test_generate_engines_and_strategies_agree(capsys, ckpt):
+    """Both engines decode the same text; beam width 1 and top-k 1 equal greedy."""
+    outs = set()
+    for extra in (
+        ["--engine", "reference"],
+        ["--engine", "torch"],
+        ["--strategy", "beam", "--beam-width", "1"],
+        ["--strategy", "sample", "--top-k", "1", "--seed", "3"],
+    ):
+        code, out, _ = run(capsys, "generate", str(ckpt), "hello world", *extra)
+        assert code == 0
+        outs.add(out)
+    assert len(outs) == 1
+    a = run(capsys, "generate", str(ckpt), "hello", "--strategy", "sample", "--seed", "7")[1]
+    b = run(capsys, "generate", str(ckpt), "hello", "--strategy", "sample", "--seed", "7")[1]
+    assert a == b
+    code, _, err = run(
+        capsys, "generate", str(ckpt), "hello", "--strategy", "sample", "--top-p", "2"
+    )
+    assert code == 2 and "top_p" in err

@@ -1,0 +1,49 @@
+"""Side-by-side timing: run the contenders alternately (A B A B ...) in one process and report
+medians and their ratio. The machine is shared and noisy, so only ratios measured in the same run
+mean anything (see README, "Benchmarks")."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+
+def alternate(
+    contenders: dict[str, Callable[[], object]], repeats: int = 7, warmup: int = 1
+) -> dict[str, list[float]]:
+    """Seconds per call of each contender, measured alternately `repeats` times after warmup."""
+    for fn in contenders.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(repeats):
+        for name, fn in contenders.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def report(
+    title: str,
+    times: dict[str, list[float]],
+    ours: str,
+    peer: str,
+    unit: float = 1.0,
+    unit_name: str = "ms",
+    per: float | None = None,
+    per_name: str = "",
+) -> float:
+    """Print medians (and throughput if `per` items per call); return median(ours)/median(peer)."""
+    print(f"\n{title}")
+    med = {name: statistics.median(t) for name, t in times.items()}
+    for name, t in times.items():
+        line = f"  {name:<28} median {med[name] * unit:9.2f} {unit_name}"
+        line += f"  (min {min(t) * unit:.2f}, max {max(t) * unit:.2f}, n={len(t)})"
+        if per:
+            line += f"  {per / med[name]:10.1f} {per_name}"
+        print(line)
+    ratio = med[ours] / med[peer]
+    print(f"  time ratio {ours} / {peer} = {ratio:.3f}")
+    return ratio
