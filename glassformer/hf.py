@@ -74,18 +74,22 @@ BERT_IGNORED = ("embeddings.position_ids", "embeddings.token_type_ids")  # index
 BERT_FIXED = {"arch": "encoder", "norm": "post", "positions": "learned", "bias": True}
 
 
-def _marian_layer(ours: str, theirs: str, cross: bool) -> list[tuple]:
-    rows = [(f"{ours}.self_attn.{a}", f"{theirs}.self_attn.{b}_proj", "linear") for a, b in _QKVO]
-    rows.append((f"{ours}.norm1", f"{theirs}.self_attn_layer_norm", "norm"))
-    if cross:  # our sublayer norms are numbered in order: self-attn, cross-attn, FFN
-        rows += [(f"{ours}.cross_attn.{a}", f"{theirs}.encoder_attn.{b}_proj", "linear")
-                 for a, b in _QKVO]  # fmt: skip
-        rows.append((f"{ours}.norm2", f"{theirs}.encoder_attn_layer_norm", "norm"))
-    rows += [(f"{ours}.ffn.w1", f"{theirs}.fc1", "linear"), (f"{ours}.ffn.w2", f"{theirs}.fc2", "linear")]  # fmt: skip
-    return rows + [(f"{ours}.norm{3 if cross else 2}", f"{theirs}.final_layer_norm", "norm")]
-
-
 _QKVO = (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out"))
+
+
+def _marian_layer(ours: str, theirs: str, cross: bool) -> list[tuple]:
+    """One Marian layer's rows; our sublayer norms are numbered in order (self, cross, FFN)."""
+    attns = [("self_attn", "self_attn")] + ([("cross_attn", "encoder_attn")] if cross else [])
+    rows = []
+    for k, (a, b) in enumerate(attns, start=1):
+        rows += [(f"{ours}.{a}.{x}", f"{theirs}.{b}.{y}_proj", "linear") for x, y in _QKVO]
+        rows.append((f"{ours}.norm{k}", f"{theirs}.{b}_layer_norm", "norm"))
+    rows.append((f"{ours}.ffn.w1", f"{theirs}.fc1", "linear"))
+    rows.append((f"{ours}.ffn.w2", f"{theirs}.fc2", "linear"))
+    rows.append((f"{ours}.norm{len(attns) + 1}", f"{theirs}.final_layer_norm", "norm"))
+    return rows
+
+
 MARIAN = _marian_layer("encoder.layers.{i}", "model.encoder.layers.{i}", cross=False)
 MARIAN += _marian_layer("decoder.layers.{i}", "model.decoder.layers.{i}", cross=True)
 _MARIAN_EMBED = "glassformer has no Marian embeddings yet (scaled, shared, half-sin|half-cos PE)"
@@ -121,10 +125,12 @@ def _cat(parts: list):
     return torch.cat(parts, dim=0)
 
 
-def _theirs_to_ours(x, kind: str, suffix: str, n: int) -> list:
+def _theirs_to_ours(x, kind: str, suffix: str, n: int, name: str) -> list:
     if kind == "conv1d" and suffix == "weight":
         x = x.T  # Conv1D (in, out) -> (out, in)
     rows = x.shape[0] // n  # fused q | k | v along the output axis
+    if rows * n != x.shape[0]:
+        raise CheckpointError(f"tensor {name!r} of shape {tuple(x.shape)} does not split in {n}")
     return [_copy(x[j * rows : (j + 1) * rows]) for j in range(n)]
 
 
@@ -149,8 +155,8 @@ def _matches(name: str, patterns) -> bool:
     return any(re.fullmatch(re.escape(p).replace(r"\{i\}", r"\d+"), name) for p in patterns)
 
 
-def _shape_check(name: str, x, cfg: Config, source: str) -> None:
-    want = spec(cfg).get(name)
+def _shape_check(name: str, x, shapes: dict, source: str) -> None:
+    want = shapes.get(name)
     if want is None:
         raise CheckpointError(f"{name!r} (from {source!r}) is not a tensor of this Config")
     if tuple(x.shape) != want:
@@ -162,12 +168,13 @@ def _shape_check(name: str, x, cfg: Config, source: str) -> None:
 
 def _to_ours(state: dict, table, cfg, family, unmapped=None, ignored=(), skip_unmapped=False):
     unmapped = unmapped or {}
-    out, used = {}, set()
+    out, used, shapes = {}, set(), spec(cfg)
     for names, theirs, kind, suffix in _rows(table, cfg):
         if theirs not in state:
             raise CheckpointError(f"{family} checkpoint has no tensor {theirs!r}")
-        for name, x in zip(names, _theirs_to_ours(state[theirs], kind, suffix, len(names))):
-            _shape_check(name, x, cfg, theirs)
+        parts = _theirs_to_ours(state[theirs], kind, suffix, len(names), theirs)
+        for name, x in zip(names, parts, strict=True):
+            _shape_check(name, x, shapes, theirs)
             out[name] = x
         used.add(theirs)
     blocked = [n for n in state if n in unmapped and not skip_unmapped]
@@ -183,16 +190,16 @@ def _to_ours(state: dict, table, cfg, family, unmapped=None, ignored=(), skip_un
                 f"unexpected tensor {name!r} in a {family} checkpoint: no glassformer equivalent "
                 "(more layers than the Config says?)"
             )
-    return out
+    return {n: out[n] for n in shapes if n in out}  # in spec order
 
 
 def _to_theirs(params: dict, table, cfg, family) -> dict:
-    out, used = {}, set()
+    out, used, shapes = {}, set(), spec(cfg)
     for names, theirs, kind, suffix in _rows(table, cfg):
         for name in names:
             if name not in params:
                 raise CheckpointError(f"glassformer parameters have no tensor {name!r}")
-            _shape_check(name, params[name], cfg, name)
+            _shape_check(name, params[name], shapes, name)
         out[theirs] = _ours_to_theirs([params[n] for n in names], kind, suffix)
         used.update(names)
     extra = [n for n in params if n not in used]
@@ -204,7 +211,9 @@ def _to_theirs(params: dict, table, cfg, family) -> dict:
 def _require(cfg: Config, family: str, fixed: dict) -> None:
     for field, value in fixed.items():
         if getattr(cfg, field) != value:
-            raise ConfigError(f"{field}: {family} needs {field}={value!r}, got {getattr(cfg, field)!r}")  # fmt: skip
+            raise ConfigError(
+                f"{field}: {family} needs {field}={value!r}, got {getattr(cfg, field)!r}"
+            )
     if cfg.head_dim * cfg.n_heads != cfg.d_model:
         raise ConfigError(f"head_dim: {family} needs head_dim = d_model / n_heads")
 

@@ -18,6 +18,7 @@ Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D h
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -63,6 +64,7 @@ class KVCache:
     cross_v: list[Tensor | None] = field(default_factory=list)
     memory: Tensor | None = None
     memory_valid: Tensor | None = None
+    self_valid: Tensor | None = None  # (B, length) real tokens among the cached ones, if padded
     length: int = 0  # tokens already in the self-attention cache
 
     @classmethod
@@ -134,11 +136,12 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool):
         T, S = q.shape[-2], k.shape[-2]
-        if causal and mask is None and T != S:  # queries are the last T of S positions (cache)
-            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-            causal = False
-        if causal and mask is None and (_tracing() or self.explicit):
-            mask = torch.ones(T, S, dtype=torch.bool, device=q.device).tril()
+        explicit = _tracing() or self.explicit
+        if causal and (mask is not None or T != S or explicit):
+            # Queries are the last T of S positions (S > T with a KV cache); combine with any
+            # padding mask. Otherwise SDPA's own is_causal path runs (its flash kernel).
+            tri = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
+            mask = tri if mask is None else mask & tri
             causal = False
         empty_rows = None
         if mask is not None:
@@ -150,7 +153,7 @@ class MultiHeadAttention(nn.Module):
             else:
                 empty_rows = None
         p = self.dropout if self.training else 0.0
-        if _tracing() or self.explicit:
+        if explicit:
             out = self._explicit(q, k, v, mask, p, empty_rows)
         else:
             out = F.scaled_dot_product_attention(
@@ -388,11 +391,19 @@ class Transformer(nn.Module):
                 if cache is not None:
                     cache.memory, cache.memory_valid = memory, src_valid
             memory_mask = _key_mask(src_valid)
-        mask = None
-        if valid is not None:  # padded decoder keys: causal AND real
-            T = ids.shape[1]
-            causal = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()
-            mask = causal[None, None] & valid[:, None, None, :]
+        key_valid = valid  # (B, T) real decoder tokens; with a cache, all tokens so far
+        if cache is not None and (valid is not None or cache.self_valid is not None):
+            B, T = ids.shape
+            past = cache.self_valid
+            if past is None:
+                past = torch.ones(B, cache.length, dtype=torch.bool, device=ids.device)
+            new = (
+                valid
+                if valid is not None
+                else torch.ones(B, T, dtype=torch.bool, device=ids.device)
+            )
+            key_valid = cache.self_valid = torch.cat([past, new.bool()], dim=1)
+        mask = _key_mask(key_valid)  # causal masking is added inside attention
         with _scope("decoder"):
             h = self.decoder(ids, mask, True, memory, memory_mask, cache)  # (B, T, C)
         if cache is not None:
@@ -470,12 +481,10 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True):
 
 def _copy_cache(cache: KVCache) -> KVCache:
     """A cache that can grow independently (list copies; the tensors themselves are shared)."""
-    return KVCache(
-        list(cache.self_k),
-        list(cache.self_v),
-        list(cache.cross_k),
-        list(cache.cross_v),
-        cache.memory,
-        cache.memory_valid,
-        cache.length,
+    return dataclasses.replace(
+        cache,
+        self_k=list(cache.self_k),
+        self_v=list(cache.self_v),
+        cross_k=list(cache.cross_k),
+        cross_v=list(cache.cross_v),
     )

@@ -167,3 +167,31 @@ def test_dropout_only_in_training_mode():
     c = model(ids)
     assert not torch.allclose(a, c)
     assert np.isfinite(c.detach().numpy()).all()
+
+
+def test_causal_and_padding_masks_combine():
+    """A padding mask given with causal=True keeps the causal mask (both are applied)."""
+    cfg = Config(**BASE, arch="decoder")
+    attn = MultiHeadAttention(cfg).double()
+    x = torch.randn(1, 5, 16, dtype=torch.float64)
+    all_valid = torch.ones(1, 1, 1, 5, dtype=torch.bool)
+    for explicit in (False, True):
+        attn.explicit = explicit
+        a = attn(x, x, causal=True)[0]
+        b = attn(x, x, all_valid, causal=True)[0]
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_kv_cache_with_padding_equals_uncached():
+    """Right-padded batch decoded with a cache: real positions match the uncached forward."""
+    model = model_of(DEC, dtype=torch.float64)
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6], [7, 8, 9, 0, 0, 0]])
+    valid = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    with torch.no_grad():
+        full = model(ids, valid=valid)
+        cache = KVCache.empty(DEC.n_decoder_layers)
+        first = model(ids[:, :4], valid=valid[:, :4], cache=cache)
+        rest = model(ids[:, 4:], valid=valid[:, 4:], cache=cache)
+    got = torch.cat([first, rest], dim=1)
+    for b, n in enumerate((6, 3)):
+        assert torch.allclose(got[b, :n], full[b, :n], atol=1e-10)
