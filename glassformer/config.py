@@ -154,18 +154,7 @@ class Config:
 
     def override(self, *assignments: str) -> Config:
         """A copy with `key=value` assignments applied, each value parsed by the field's type."""
-        hints = typing.get_type_hints(Config)
-        changes = {}
-        for item in assignments:
-            key, sep, raw = item.partition("=")
-            key = key.strip()
-            if not sep or not key:
-                raise ConfigError(f"--set {item!r}: expected key=value, for example d_model=128")
-            if key not in hints:
-                raise ConfigError(
-                    f"--set {item!r}: unknown field {key!r}; allowed: {', '.join(sorted(hints))}"
-                )
-            changes[key] = parse_value(key, raw.strip(), hints[key])
+        changes = parse_assignments(Config, assignments)
         return dataclasses.replace(self, **(self._rederive(changes) | changes))
 
     def _rederive(self, changes: dict) -> dict:
@@ -191,6 +180,23 @@ class Config:
             if new != "encoder":
                 out["n_classes"] = 0
         return out
+
+
+def parse_assignments(cls, assignments) -> dict:
+    """`key=value` strings -> {field: typed value} for dataclass `cls` (errors name the field)."""
+    hints = typing.get_type_hints(cls)
+    changes = {}
+    for item in assignments:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--set {item!r}: expected key=value, for example d_model=128")
+        if key not in hints:
+            raise ConfigError(
+                f"--set {item!r}: unknown field {key!r}; allowed: {', '.join(sorted(hints))}"
+            )
+        changes[key] = parse_value(key, raw.strip(), hints[key])
+    return changes
 
 
 def parse_value(name: str, raw: str, hint) -> object:
@@ -303,6 +309,22 @@ PRESETS: dict[str, Config] = {
         bias=False,
         tie_embeddings=True,
     ),
+    # An English->Spanish translator for 2 CPU cores (the size of the project's peer script:
+    # 3+3 layers, d 256, 4 heads, FFN 1024, joint 8k BPE).
+    "translator": Config(
+        arch="encoder-decoder",
+        vocab_size=8000,
+        d_model=256,
+        n_heads=4,
+        d_ff=1024,
+        n_encoder_layers=3,
+        n_decoder_layers=3,
+        max_len=64,
+        positions="sinusoidal",
+        norm="pre",
+        activation="relu",
+        tie_embeddings=True,
+    ),  # fmt: skip
     # A small BERT-style encoder classifier.
     "encoder-classifier": Config(
         arch="encoder",

@@ -1,12 +1,15 @@
-"""Word and character tokenizers: text <-> token ids, special tokens, JSON save/load.
+"""Word, character and BPE tokenizers: text <-> token ids, special tokens, JSON save/load.
 
 A tokenizer is a vocabulary (id -> token, specials included as ordinary entries), a map from
 special roles (pad, unk, bos, eos) to tokens, and a rule that cuts text into pieces: words and
-single punctuation marks (`WordTokenizer`) or characters (`CharTokenizer`). `article_tokenizer()`
-is the 10-word vocabulary of the Random Transformer article, ids in the article's order.
+single punctuation marks (`WordTokenizer`), characters (`CharTokenizer`) or byte-level BPE
+subwords trained and run by Hugging Face `tokenizers` (`BPETokenizer`, imported only when used).
+`article_tokenizer()` is the 10-word vocabulary of the Random Transformer article, ids in the
+article's order.
 
-Deliberately not here: subword (BPE) tokenization, Unicode normalisation beyond optional
-lowercasing, padding, truncation and batching (those belong to `data.py`). Tokenizers are treated
+Deliberately not here: our own BPE implementation (minbpe shows one; we use the library),
+Unicode normalisation beyond optional lowercasing, padding, truncation and batching (those
+belong to `data.py`). Tokenizers are treated
 as immutable: build a new one rather than editing `vocab` in place.
 """
 
@@ -130,13 +133,16 @@ class Tokenizer:
                 i = self.unk_id
                 unknown.append(piece)
             ids.append(i)
+        return self._wrap(ids, add_bos, add_eos), unknown
+
+    def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
         for role, wanted in (("bos", add_bos), ("eos", add_eos)):
             if wanted and role not in self.specials:
                 raise TokenizerError(
                     f"add_{role}=True but this tokenizer has no {role} token; "
                     f"add one to specials or pass add_{role}=False"
                 )
-        return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos, unknown
+        return [self.bos_id] * add_bos + ids + [self.eos_id] * add_eos
 
     def tokens(self, ids: Iterable[int]) -> list[str]:
         """Token string of each id, specials kept."""
@@ -169,6 +175,11 @@ class Tokenizer:
         keys = ("kind", "vocab", "specials", "lowercase")
         data = {"format": FORMAT} | {k: getattr(self, k) for k in keys}
         return json.dumps(data, ensure_ascii=False)
+
+    @classmethod
+    def _from_data(cls, data: dict) -> Tokenizer:
+        """The tokenizer of a parsed `to_json` document (format and keys already checked)."""
+        return cls(data["vocab"], data["specials"], data["lowercase"])
 
     def _preview(self) -> str:
         # The first ordinary tokens say more about what the vocabulary holds than the specials.
@@ -256,7 +267,102 @@ class CharTokenizer(Tokenizer):
         return cls(head + sorted(chars), specials)
 
 
-_KINDS: dict[str, type[Tokenizer]] = {"word": WordTokenizer, "char": CharTokenizer}
+class BPETokenizer(Tokenizer):
+    """Byte-level BPE (GPT-2 style), trained and run by Hugging Face `tokenizers`.
+
+    Text is cut by GPT-2's pre-tokenizer regex, each piece is taken as UTF-8 bytes written as
+    printable characters ("Ġ" is a space byte) and merged by the learned rules. All 256 bytes are
+    in the vocabulary, so every string encodes, nothing is unknown and decode(encode(s)) == s.
+    Special tokens written in text ("</s>") are matched whole, as `WordTokenizer` does.
+
+    `hf_json` is the Hugging Face tokenizer serialised (`tokenizers.Tokenizer.to_str()`); the
+    vocabulary and `lowercase` are read from it.
+    """
+
+    kind = "bpe"
+    _noun = "token"
+
+    def __init__(self, hf_json: str, specials: dict[str, str] | None = None) -> None:
+        self._hf = _hf_from_json(hf_json)
+        ids = self._hf.get_vocab(with_added_tokens=True)
+        vocab = sorted(ids, key=ids.__getitem__)
+        if [ids[t] for t in vocab] != list(range(len(vocab))):
+            raise TokenizerError("BPE token ids are not 0..n-1 without gaps; re-train it")
+        normalizer = json.loads(hf_json).get("normalizer") or {}
+        super().__init__(vocab, specials, normalizer.get("type") == "Lowercase")
+        self.hf_json = hf_json
+
+    def tokenize(self, text: str) -> list[str]:
+        return self._hf.encode(text, add_special_tokens=False).tokens
+
+    def encode_with_unknown(
+        self, text: str, add_bos: bool = False, add_eos: bool = False
+    ) -> tuple[list[int], list[str]]:
+        """Ids of `text` and an empty list: byte-level BPE has no unknown pieces."""
+        ids = self._hf.encode(text, add_special_tokens=False).ids
+        return self._wrap(ids, add_bos, add_eos), []
+
+    def _join(self, tokens: list[str]) -> str:
+        # Bytes back to text; specials map to their own characters. A cut inside a multi-byte
+        # character decodes to U+FFFD, as bytes.decode(errors="replace") would.
+        return self._hf.decoder.decode(tokens)
+
+    def to_json(self) -> str:
+        """The common document plus "hf": the Hugging Face tokenizer JSON, as a string."""
+        return json.dumps(json.loads(super().to_json()) | {"hf": self.hf_json}, ensure_ascii=False)
+
+    @classmethod
+    def _from_data(cls, data: dict) -> BPETokenizer:
+        if not isinstance(data.get("hf"), str):
+            raise TokenizerError("BPE tokenizer JSON lacks the key 'hf' (a string); re-save it")
+        tok = cls(data["hf"], data["specials"])
+        if (tok.vocab, tok.lowercase) != (data["vocab"], data["lowercase"]):
+            raise TokenizerError(
+                "BPE tokenizer JSON: 'vocab' or 'lowercase' disagrees with the embedded 'hf' "
+                "tokenizer; re-save it"
+            )
+        return tok
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        specials: dict[str, str] | None = DEFAULT_SPECIALS,
+        lowercase: bool = False,
+    ) -> BPETokenizer:
+        """Specials first (pad, unk, bos, eos), then the 256 byte symbols, then merges until the
+        vocabulary has `vocab_size` entries (fewer if the texts run out of pairs to merge).
+        Deterministic: the same texts give the same tokenizer."""
+        tk = _hf_module()
+        head = _special_tokens(specials)
+        alphabet = tk.pre_tokenizers.ByteLevel.alphabet()
+        if not isinstance(vocab_size, int) or vocab_size < len(head) + len(alphabet):
+            raise TokenizerError(
+                f"vocab_size={vocab_size!r} is too small: byte-level BPE needs {len(alphabet)} "
+                f"byte symbols plus {len(head)} specials; use vocab_size >= "
+                f"{len(head) + len(alphabet)}"
+            )
+        hf = tk.Tokenizer(tk.models.BPE())
+        if lowercase:
+            hf.normalizer = tk.normalizers.Lowercase()
+        hf.pre_tokenizer = tk.pre_tokenizers.ByteLevel(add_prefix_space=False)
+        hf.decoder = tk.decoders.ByteLevel()
+        trainer = tk.trainers.BpeTrainer(
+            vocab_size=vocab_size,
+            special_tokens=head,
+            initial_alphabet=alphabet,
+            show_progress=False,  # only the CLI prints
+        )
+        hf.train_from_iterator(texts, trainer)
+        return cls(hf.to_str(), specials)
+
+
+_KINDS: dict[str, type[Tokenizer]] = {
+    "word": WordTokenizer,
+    "char": CharTokenizer,
+    "bpe": BPETokenizer,
+}
 
 
 def from_json(text: str) -> Tokenizer:
@@ -273,7 +379,7 @@ def from_json(text: str) -> Tokenizer:
     kind = data["kind"]
     if kind not in _KINDS:
         raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(_KINDS)}")
-    return _KINDS[kind](data["vocab"], data["specials"], data["lowercase"])
+    return _KINDS[kind]._from_data(data)
 
 
 def load(path: str | Path) -> Tokenizer:
@@ -321,6 +427,30 @@ def _word_pattern(specials: Iterable[str]) -> re.Pattern[str]:
         if re.fullmatch(_WORD, token) is None:
             alts.append(re.escape(token) + (r"(?!\w)" if re.match(r"\w", token[-1]) else ""))
     return re.compile("|".join([*alts, _WORD]))
+
+
+def _hf_module():
+    try:
+        import tokenizers
+    except ImportError:
+        raise TokenizerError(
+            "BPE tokenizers need the Hugging Face `tokenizers` package; pip install tokenizers"
+        ) from None
+    return tokenizers
+
+
+def _hf_from_json(hf_json: str):
+    tk = _hf_module()
+    try:
+        model = json.loads(hf_json)["model"]["type"]
+        hf = tk.Tokenizer.from_str(hf_json)
+    except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on bad JSON
+        raise TokenizerError(
+            f"the embedded Hugging Face tokenizer is unreadable ({e}); re-save it"
+        ) from None
+    if model != "BPE":
+        raise TokenizerError(f"the embedded Hugging Face tokenizer is {model}, not BPE; re-train")
+    return hf
 
 
 def _show(token: str) -> str:

@@ -358,6 +358,7 @@ class Transformer(nn.Module):
                 )
         if cfg.arch == "encoder" and cfg.n_classes:
             self.classifier = nn.Linear(cfg.d_model, cfg.n_classes, bias=cfg.bias)
+        _init_weights(self, cfg)
 
     def forward(
         self,
@@ -416,6 +417,20 @@ class Transformer(nn.Module):
         if _tracing():
             _tap("probs", torch.softmax(logits, -1))
         return logits
+
+
+def _init_weights(model: nn.Module, cfg: Config) -> None:
+    """GPT-2's initialisation: N(0, 0.02) for linear and embedding weights, zero biases, and
+    N(0, 0.02/√(2L)) for the projections that write into the residual stream (W_O, W2)."""
+    n_layers = max(cfg.n_encoder_layers + cfg.n_decoder_layers, 1)
+    for name, p in model.named_parameters():
+        if name.endswith(".bias") and ".norm" not in name:
+            nn.init.zeros_(p)
+        elif p.ndim == 2:
+            std = (
+                0.02 / math.sqrt(2 * n_layers) if name.endswith(("o.weight", "w2.weight")) else 0.02
+            )
+            nn.init.normal_(p, 0.0, std)
 
 
 def _key_mask(valid: Tensor | None) -> Tensor | None:
@@ -488,3 +503,45 @@ def _copy_cache(cache: KVCache) -> KVCache:
         cross_k=list(cache.cross_k),
         cross_v=list(cache.cross_v),
     )
+
+
+@torch.no_grad()
+def greedy_batch(
+    model: Transformer,
+    srcs: list[list[int]],
+    pad_id: int,
+    bos_id: int,
+    eos_id: int | None,
+    max_new_tokens: int,
+) -> list[list[int]]:
+    """Greedy translation of a batch of source sequences with one shared KV cache.
+
+    Returns each sentence's generated ids (BOS and EOS excluded). Sentences that reached EOS keep
+    being fed (their outputs are ignored) until all are done or the limit is hit.
+    """
+    device = next(model.parameters()).device
+    S = max(len(s) for s in srcs)
+    src = torch.full((len(srcs), S), pad_id, dtype=torch.long, device=device)
+    for b, s in enumerate(srcs):
+        src[b, : len(s)] = torch.as_tensor(s)
+    src_valid = (
+        torch.arange(S, device=device)[None, :]
+        < torch.tensor([len(s) for s in srcs], device=device)[:, None]
+    )
+    cache = KVCache.empty(model.cfg.n_decoder_layers)
+    new = torch.full((len(srcs), 1), bos_id, dtype=torch.long, device=device)
+    out: list[list[int]] = [[] for _ in srcs]
+    done = torch.zeros(len(srcs), dtype=torch.bool, device=device)
+    for _ in range(max_new_tokens):
+        logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
+        nxt = logits[:, -1].argmax(-1)  # (B,)
+        for b in torch.nonzero(~done).flatten().tolist():
+            token = int(nxt[b])
+            if token == eos_id:
+                done[b] = True
+            else:
+                out[b].append(token)
+        if bool(done.all()):
+            break
+        new = nxt[:, None]
+    return out

@@ -139,8 +139,10 @@ def save(
     params: dict[str, np.ndarray],
     tokenizer=None,
     dtype: str = "float32",
+    extra: dict[str, bytes] | None = None,
 ) -> Path:
-    """Write config.json + model.safetensors (+ tokenizer.json) atomically into directory `path`."""
+    """Write config.json + model.safetensors (+ tokenizer.json, + `extra` files such as the
+    training state) atomically into directory `path`."""
     from safetensors.numpy import save_file
 
     if dtype not in STORABLE_DTYPES:
@@ -155,6 +157,8 @@ def save(
         (tmp / CONFIG_FILE).write_text(cfg.to_json())
         if tokenizer is not None:
             (tmp / TOKENIZER_FILE).write_text(tokenizer.to_json())
+        for name, data in (extra or {}).items():
+            (tmp / name).write_bytes(data)
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())

@@ -1,10 +1,13 @@
 """Tokenizer tests: the article's ids, round trips, unknown words, JSON files, training rules.
 
-Round trips are checked over seeded random inputs (hypothesis is not a dependency).
+Round trips are checked over seeded random inputs (hypothesis is not a dependency). BPE is
+trained on a few thousand shipped lines so that the file stays fast.
 """
 
 import json
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -12,6 +15,7 @@ from glassformer.errors import TokenizerError
 from glassformer.tokenizer import (
     DEFAULT_SPECIALS,
     FORMAT,
+    BPETokenizer,
     CharTokenizer,
     Tokenizer,
     WordTokenizer,
@@ -305,7 +309,8 @@ def _json(**changes) -> str:
         ("{not json", "not valid JSON"),
         ("[1, 2]", "format"),
         (_json(format="glassformer-tokenizer/2"), "format"),
-        (_json(kind="bpe"), "unknown tokenizer kind 'bpe'"),
+        (_json(kind="sentencepiece"), "unknown tokenizer kind 'sentencepiece'"),
+        (_json(kind="bpe"), "lacks the key 'hf'"),
         (_json(vocab=["a", "a"]), "twice"),
         (_json(vocab=[]), "non-empty"),
         (_json(vocab="hello"), "non-empty list"),
@@ -421,3 +426,170 @@ def test_shared_special_token_appears_once():
     tok = WordTokenizer.train(["hola"], specials={"bos": "<|end|>", "eos": "<|end|>"})
     assert tok.vocab == ["<|end|>", "hola"]
     assert tok.bos_id == tok.eos_id == 0
+
+
+# BPE (byte-level, Hugging Face tokenizers)
+
+BPE_TEXTS = [
+    "Hello, world! How are you?",
+    'I don\'t know... (maybe) -- 3.14; a:b "quoted"',
+    "¿Dónde está el baño? ¡Qué día más bonito!",
+    "El niño comió piñones; la cigüeña voló.",
+    "ÁÉÍÓÚ ÜÑ áéíóú üñ «comillas»",
+    "  two  spaces, trailing space \ttab\nnewline\n",
+    "naïve café 東京 🙂 — unseen characters",
+    "",
+]
+
+
+def _bpe_corpus() -> list[str]:
+    from glassformer.data import read_pairs, read_text
+
+    pairs = read_pairs("eng-spa-valid")  # 2,000 sentences, English and Spanish
+    return [t for p in pairs for t in p] + read_text("tinyshakespeare").splitlines()[:2000]
+
+
+@pytest.fixture(scope="module")
+def bpe() -> BPETokenizer:
+    return BPETokenizer.train(_bpe_corpus(), vocab_size=600)
+
+
+@pytest.mark.parametrize("text", BPE_TEXTS)
+def test_bpe_round_trip(bpe, text):
+    ids, unknown = bpe.encode_with_unknown(text)
+    assert unknown == []
+    assert bpe.decode(ids) == text
+    assert bpe.decode(bpe.encode(text, add_bos=True, add_eos=True)) == text
+    assert bpe.tokens(ids) == bpe.tokenize(text)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_bpe_round_trip_random_unicode(bpe, seed):
+    rng = random.Random(seed)
+    pool = "abcñáé¿¡?!.,;: \t\n'\"()-0123東🙂\u0301"
+    text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 80)))
+    assert bpe.decode(bpe.encode(text)) == text
+
+
+def test_bpe_merges_common_words(bpe):
+    text = "What do you want? ¿Qué quieres?"
+    assert len(bpe.encode(text)) < len(text.encode("utf-8")) / 2
+    assert "Ġthe" in bpe.vocab  # a space-prefixed word, written with the byte-level "Ġ"
+
+
+def test_bpe_vocab_specials_first_then_bytes(bpe):
+    assert bpe.kind == "bpe" and bpe.vocab_size == len(bpe.vocab) == 600
+    assert bpe.vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert (bpe.pad_id, bpe.unk_id, bpe.bos_id, bpe.eos_id) == (0, 1, 2, 3)
+    assert [bpe.id_of(t) for t in bpe.vocab] == list(range(600))
+    assert len(set(bpe.vocab[4:260])) == 256  # every byte has a symbol: nothing is unknown
+
+
+def test_bpe_specials_in_text_and_skip_special(bpe):
+    ids = bpe.encode("hola</s>", add_bos=True)
+    assert ids[0] == bpe.bos_id and ids[-1] == bpe.eos_id and ids.count(bpe.eos_id) == 1
+    assert bpe.decode(ids) == "hola"
+    assert bpe.decode(ids, skip_special=False) == "<s>hola</s>"
+    assert bpe.encode(bpe.decode(ids, skip_special=False)) == ids
+
+
+@pytest.mark.parametrize("vocab_size", [260, 300, 451, 1000])
+def test_bpe_vocab_size_honoured(vocab_size):
+    tok = BPETokenizer.train(_bpe_corpus()[:1500], vocab_size=vocab_size)
+    assert tok.vocab_size == vocab_size
+    assert tok.decode(tok.encode(BPE_TEXTS[2])) == BPE_TEXTS[2]
+
+
+def test_bpe_vocab_size_too_small_raises():
+    with pytest.raises(TokenizerError, match="vocab_size >= 260"):
+        BPETokenizer.train(["hello"], vocab_size=259)
+    assert BPETokenizer.train(["hello"], vocab_size=258, specials={"eos": "<|endoftext|>"})
+
+
+def test_bpe_training_is_deterministic(bpe):
+    again = BPETokenizer.train(_bpe_corpus(), vocab_size=600)
+    assert again.to_json() == bpe.to_json()
+
+
+def test_bpe_training_is_deterministic_across_processes(bpe):
+    # A fresh interpreter has other hash seeds; the merges must not depend on them.
+    code = (
+        "import sys, tests.test_tokenizer as t; "
+        "sys.stdout.write(t.BPETokenizer.train(t._bpe_corpus(), vocab_size=600).to_json())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=_root()
+    )
+    assert out.stdout == bpe.to_json()
+
+
+def _root():
+    from pathlib import Path
+
+    return Path(__file__).parent.parent
+
+
+def test_bpe_lowercase():
+    tok = BPETokenizer.train(_bpe_corpus()[:1500], vocab_size=400, lowercase=True)
+    assert tok.lowercase
+    assert tok.encode("¿DÓNDE Está?") == tok.encode("¿dónde está?")
+    assert tok.decode(tok.encode("¿DÓNDE Está?")) == "¿dónde está?"
+    assert from_json(tok.to_json()).lowercase
+
+
+def test_bpe_json_round_trip(bpe, tmp_path):
+    data = json.loads(bpe.to_json())
+    assert data["format"] == FORMAT and data["kind"] == "bpe" and data["vocab"] == bpe.vocab
+    assert isinstance(data["hf"], str) and json.loads(data["hf"])["model"]["type"] == "BPE"
+    _same(bpe, from_json(bpe.to_json()), BPE_TEXTS)
+    path = tmp_path / "bpe.json"
+    save(bpe, path)
+    _same(bpe, load(path), BPE_TEXTS)
+    assert load(path).to_json() == bpe.to_json()
+
+
+def test_bpe_hf_document_loads_in_tokenizers(bpe):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_str(json.loads(bpe.to_json())["hf"])
+    for text in BPE_TEXTS:
+        assert hf.encode(text).ids == bpe.encode(text)
+
+
+def _bpe_json(bpe: BPETokenizer, **changes) -> str:
+    return json.dumps(json.loads(bpe.to_json()) | changes)
+
+
+def test_bpe_from_json_rejects_bad_input(bpe):
+    with pytest.raises(TokenizerError, match="disagrees"):
+        from_json(_bpe_json(bpe, vocab=bpe.vocab[::-1]))
+    with pytest.raises(TokenizerError, match="disagrees"):
+        from_json(_bpe_json(bpe, lowercase=True))
+    with pytest.raises(TokenizerError, match="unreadable"):
+        from_json(_bpe_json(bpe, hf="{not json"))
+    hf = json.loads(json.loads(bpe.to_json())["hf"])
+    hf["model"] = {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
+    with pytest.raises(TokenizerError, match="WordLevel, not BPE"):
+        from_json(_bpe_json(bpe, hf=json.dumps(hf)))
+
+
+def test_word_and_char_work_without_tokenizers_installed():
+    code = (
+        "import sys; sys.modules['tokenizers'] = None\n"
+        "from glassformer.tokenizer import BPETokenizer, WordTokenizer, CharTokenizer\n"
+        "from glassformer.errors import TokenizerError\n"
+        "assert WordTokenizer.train(['a b']).encode('a b') == [4, 5]\n"
+        "assert CharTokenizer.train(['ab']).decode([4, 5]) == 'ab'\n"
+        "try:\n"
+        "    BPETokenizer.train(['a b'], vocab_size=300)\n"
+        "except TokenizerError as e:\n"
+        "    assert 'pip install tokenizers' in str(e)\n"
+        "else:\n"
+        "    raise SystemExit('no error')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=_root())
+
+
+def test_importing_the_module_does_not_import_tokenizers():
+    code = "import sys, glassformer.tokenizer; assert 'tokenizers' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=_root())

@@ -1,0 +1,411 @@
+"""Corpora -> batches: the shipped corpora, careful file reading, and three batch sources.
+
+`read_text` and `read_pairs` read a shipped corpus by name (`SHIPPED`) or any UTF-8 file (gzip
+transparently) and refuse a bad file with its name and line number. Three batch sources turn token
+ids into NumPy batches, each with `state()` / `set_state()` so a resumed run draws exactly the
+batches an uninterrupted one would:
+
+- `LMBatches`: random windows of one token stream, y = x shifted by one (nanoGPT's get_batch);
+- `PairBatches`: translation pairs grouped by length under a padded-token budget;
+- `ClassBatches`: sequences with one label each.
+
+Padding is on the right; `valid` masks are True on real tokens (the library's mask meaning).
+
+Deliberately not here: tokenization (`tokenizer.py`), torch tensors or devices (the training loop
+converts), downloads (everything used is shipped or given as a path), and sharding across
+processes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+
+_DIR = Path(__file__).parent / "data"
+SHIPPED = {
+    "tinyshakespeare": _DIR / "tinyshakespeare.txt.gz",
+    "eng-spa": _DIR / "eng-spa.tsv.gz",
+    "eng-spa-valid": _DIR / "eng-spa-valid.tsv.gz",
+}
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+class DataError(GlassformerError):
+    """A corpus file that cannot be used, or batching settings that do not fit the data."""
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def resolve(name_or_path: str | Path) -> Path:
+    """The file behind a shipped corpus name ("tinyshakespeare", "eng-spa", ...) or a path."""
+    if isinstance(name_or_path, str) and name_or_path in SHIPPED:
+        path = SHIPPED[name_or_path]
+        if not path.is_file():
+            raise DataError(f"shipped corpus {name_or_path!r} is missing ({path}); reinstall")
+        return path
+    path = Path(name_or_path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory; give a text file or a shipped corpus name")
+    if not path.is_file():
+        raise DataError(
+            f"{str(name_or_path)!r} is neither a shipped corpus ({', '.join(SHIPPED)}) nor an "
+            "existing file; give one of those names or the path of a file"
+        )
+    return path
+
+
+def read_text(name_or_path: str | Path) -> str:
+    """The UTF-8 text of a corpus; gzip is undone, a leading BOM dropped and CRLF/CR read as LF
+    (as Python's text mode does). A binary, non-UTF-8, empty or blank file raises DataError."""
+    path = resolve(name_or_path)
+    try:
+        raw = path.read_bytes()
+        if path.suffix == ".gz" or raw.startswith(_GZIP_MAGIC):
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, zlib.error) as e:
+        raise DataError(f"{path}: cannot read ({e}); give a readable UTF-8 or gzip file") from None
+    if (nul := raw.find(b"\0")) >= 0:
+        raise DataError(
+            f"{path}, line {_line_of(raw, nul)}: binary data (NUL byte); give a UTF-8 text file"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(
+            f"{path}, line {_line_of(raw, e.start)}: not valid UTF-8 (byte 0x{raw[e.start]:02x}); "
+            "give a UTF-8 text file (re-save it as UTF-8)"
+        ) from None
+    if not text:
+        raise DataError(f"{path}: empty file; give a file with text in it")
+    if not text.strip():
+        raise DataError(
+            f"{path}: only whitespace ({len(text.splitlines())} lines); give a file with text"
+        )
+    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_pairs(name_or_path: str | Path, columns: int = 2) -> list[tuple[str, str]]:
+    """(source, target) pairs of a TSV file: every non-blank line has exactly `columns`
+    tab-separated fields, the first two non-empty. columns=3 reads manythings files that carry an
+    attribution column; only the first two fields are kept."""
+    if not isinstance(columns, int) or columns < 2:
+        raise DataError(f"columns must be an integer >= 2, got {columns!r}")
+    path, pairs = resolve(name_or_path), []
+    for n, line in enumerate(read_text(path).split("\n"), start=1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) != columns:
+            raise DataError(
+                f"{path}, line {n}: {len(fields)} tab-separated columns, expected {columns} "
+                "(source<TAB>target); fix the line or pass the right `columns`"
+            )
+        for k in (0, 1):
+            if not fields[k].strip():
+                raise DataError(
+                    f"{path}, line {n}: column {k + 1} is empty; every pair needs a source and "
+                    "a target"
+                )
+        pairs.append((fields[0], fields[1]))
+    return pairs
+
+
+def split_text(text: str, frac: float = 0.9) -> tuple[str, str]:
+    """(train, val): the first `frac` of the characters and the rest (char-rnn / nanoGPT)."""
+    if not 0.0 < frac < 1.0:
+        raise DataError(f"frac must be between 0 and 1 (exclusive), got {frac}")
+    n = int(len(text) * frac)
+    return text[:n], text[n:]
+
+
+def language_id(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
+    """A language-identification set from translation pairs: English = 0, Spanish = 1.
+
+    Each sentence appears once, in order of first appearance (English before Spanish within a
+    pair). A sentence found on both sides ("No.") has no single answer and is left out."""
+    label: dict[str, int] = {}
+    for en, es in pairs:
+        for text, y in ((en, 0), (es, 1)):
+            if label.setdefault(text, y) != y:
+                label[text] = -1
+    return [(text, y) for text, y in label.items() if y >= 0]
+
+
+def truncate(seqs: Sequence[Sequence[int]], max_len: int) -> list[list[int]]:
+    """Each sequence cut to its first `max_len` ids (e.g. a model's max_len)."""
+    if max_len < 1:
+        raise DataError(f"max_len must be >= 1, got {max_len}")
+    return [list(s[:max_len]) for s in seqs]
+
+
+# -- batch sources ---------------------------------------------------------------------------------
+
+
+class LMBatches:
+    """Random windows of a token stream, as nanoGPT's get_batch: x = ids[i : i+T], y = ids[i+1 :
+    i+T+1] for B uniform starts i. `next()` -> (x, y), int64 (B, T)."""
+
+    def __init__(self, ids: np.ndarray, block_size: int, batch_size: int, seed: int = 0) -> None:
+        self.ids = np.asarray(ids)
+        if self.ids.ndim != 1 or not np.issubdtype(self.ids.dtype, np.integer):
+            raise DataError(
+                f"ids must be a 1-D integer array, got {self.ids.dtype} {self.ids.shape}"
+            )
+        _check_positive(block_size=block_size, batch_size=batch_size)
+        if len(self.ids) < block_size + 1:
+            raise DataError(
+                f"corpus has {len(self.ids)} tokens, fewer than block_size + 1 = {block_size + 1}"
+                "; use a smaller block_size or a longer corpus"
+            )
+        _check_seed(seed)
+        self.block_size, self.batch_size = block_size, batch_size
+        self._rng = np.random.default_rng(seed)
+        self._offsets = np.arange(block_size)
+
+    def next(self) -> tuple[np.ndarray, np.ndarray]:
+        starts = self._rng.integers(0, len(self.ids) - self.block_size, size=self.batch_size)
+        idx = starts[:, None] + self._offsets  # (B, T)
+        return self.ids[idx].astype(np.int64), self.ids[idx + 1].astype(np.int64)
+
+    __next__ = next
+
+    def __iter__(self) -> LMBatches:
+        return self
+
+    def state(self) -> dict:
+        """JSON-serialisable: the generator state (PCG64; big integers)."""
+        return {"kind": "lm", "rng": self._rng.bit_generator.state}
+
+    def set_state(self, state: dict) -> None:
+        _check_state(state, "lm", "LMBatches")
+        try:
+            self._rng.bit_generator.state = state["rng"]
+        except (KeyError, TypeError, ValueError) as e:
+            raise DataError(f"LMBatches state has a bad 'rng' entry ({e}); save it again") from None
+
+
+class _Epochs:
+    """Shared epoch logic: a plan (list of index arrays) per epoch, seeded by (seed, epoch), so the
+    whole state is (seed, epoch, position) and any epoch can be rebuilt without replaying."""
+
+    _kind = ""
+
+    def __init__(self, n: int, seed: int, shuffle: bool) -> None:
+        _check_seed(seed)
+        self.n, self.seed, self.shuffle = n, int(seed), shuffle
+        self.epoch, self.position = 0, 0
+        self._plan_cache: list[np.ndarray] | None = None
+
+    def _plan(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _collate(self, index: np.ndarray) -> dict:
+        raise NotImplementedError
+
+    def _current(self) -> list[np.ndarray]:
+        if self._plan_cache is None:
+            self._plan_cache = self._epoch_plan(self.seed, self.epoch)
+        return self._plan_cache
+
+    def _epoch_plan(self, seed: int, epoch: int) -> list[np.ndarray]:
+        return self._plan(np.random.default_rng([seed, epoch]) if self.shuffle else None)
+
+    def next(self) -> dict:
+        """The next batch. `epoch` and `position` always name the batch that comes next: after
+        the last batch of an epoch they move to (epoch + 1, 0), whose order is reshuffled."""
+        plan = self._current()
+        batch = self._collate(plan[self.position])
+        self.position += 1
+        if self.position == len(plan):
+            self.epoch, self.position, self._plan_cache = self.epoch + 1, 0, None
+        return batch
+
+    __next__ = next
+
+    def __iter__(self) -> _Epochs:
+        return self
+
+    def epoch_batches(self) -> Iterator[dict]:
+        """One full pass in a fixed order, not shuffled, leaving `next()`'s place untouched."""
+        for index in self._plan(None):
+            yield self._collate(index)
+
+    def __len__(self) -> int:
+        """Batches in the current epoch (with PairBatches the count can vary a little)."""
+        return len(self._current())
+
+    def state(self) -> dict:
+        keys = ("seed", "epoch", "position")
+        return {"kind": self._kind, "examples": self.n} | {k: getattr(self, k) for k in keys}
+
+    def set_state(self, state: dict) -> None:
+        name = type(self).__name__
+        _check_state(state, self._kind, name)
+        values = [state.get(k) for k in ("seed", "epoch", "position", "examples")]
+        if not all(isinstance(v, int) and v >= 0 for v in values):
+            raise DataError(f"{name} state needs integers seed, epoch, position, examples")
+        if values[3] != self.n:
+            raise DataError(
+                f"{name} state is for {values[3]} examples but this data has {self.n}; resume "
+                "with the same data"
+            )
+        seed, epoch, position = values[:3]
+        plan = self._epoch_plan(seed, epoch)
+        if position >= len(plan):
+            raise DataError(
+                f"{name} state position {position} is past the {len(plan)} batches of epoch "
+                f"{epoch}; resume with the same data and settings"
+            )
+        self.seed, self.epoch, self.position, self._plan_cache = seed, epoch, position, plan
+
+
+class PairBatches(_Epochs):
+    """Translation batches under a token budget.
+
+    Decoder input = [bos] + tgt, labels = tgt + [eos]. An example's size is max(len(src),
+    len(tgt) + 1); examples are sorted by size inside shuffled chunks of about 100 batches, then
+    cut into batches whose padded size B * max(size) stays <= max_tokens (a lone example larger
+    than the budget is a batch of one). Batch order is shuffled each epoch.
+
+    `next()` -> {"src", "src_valid" (B, S); "tgt_in", "tgt_out", "tgt_valid" (B, T); "index" (B,)
+    the example numbers; "n_tokens" the real target tokens (int)}.
+    """
+
+    _kind = "pairs"
+
+    def __init__(
+        self,
+        src: Sequence[Sequence[int]],
+        tgt: Sequence[Sequence[int]],
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        max_tokens: int,
+        seed: int = 0,
+        shuffle: bool = True,
+    ) -> None:
+        if len(src) != len(tgt):
+            raise DataError(f"src has {len(src)} sequences but tgt has {len(tgt)}; pair them up")
+        _check_positive(max_tokens=max_tokens)
+        self.src, self.tgt = _sequences(src, "src"), _sequences(tgt, "tgt", empty_ok=True)
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.max_tokens = max_tokens
+        sizes = [max(len(s), len(t) + 1) for s, t in zip(self.src, self.tgt, strict=True)]
+        self.sizes = np.array(sizes)
+        super().__init__(len(self.src), seed, shuffle)
+
+    def _plan(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        order = np.arange(self.n) if rng is None else rng.permutation(self.n)
+        chunk = max(1, int(100 * self.max_tokens / self.sizes.mean()))
+        batches: list[np.ndarray] = []
+        for start in range(0, self.n, chunk):
+            part = order[start : start + chunk]
+            part = part[np.argsort(self.sizes[part], kind="stable")]
+            first, longest = 0, 0
+            for k, i in enumerate(part):
+                longest = max(longest, self.sizes[i])
+                if k > first and (k - first + 1) * longest > self.max_tokens:
+                    batches.append(part[first:k])
+                    first, longest = k, self.sizes[i]
+            batches.append(part[first:])
+        if rng is not None:
+            batches = [batches[k] for k in rng.permutation(len(batches))]
+        return batches
+
+    def _collate(self, index: np.ndarray) -> dict:
+        src, src_valid = _pad([self.src[i] for i in index], self.pad_id)
+        tgt_in, tgt_valid = _pad([[self.bos_id, *self.tgt[i]] for i in index], self.pad_id)
+        tgt_out, _ = _pad([[*self.tgt[i], self.eos_id] for i in index], self.pad_id)
+        return {
+            "src": src,
+            "src_valid": src_valid,
+            "tgt_in": tgt_in,
+            "tgt_out": tgt_out,
+            "tgt_valid": tgt_valid,
+            "index": index.astype(np.int64),
+            "n_tokens": int(tgt_valid.sum()),
+        }
+
+
+class ClassBatches(_Epochs):
+    """Classification batches of `batch_size` examples (the last of an epoch may be smaller),
+    shuffled each epoch. `next()` -> {"x", "valid" (B, S); "y" (B,); "index" (B,)}."""
+
+    _kind = "classes"
+
+    def __init__(
+        self,
+        ids: Sequence[Sequence[int]],
+        labels: Sequence[int],
+        pad_id: int,
+        batch_size: int,
+        seed: int = 0,
+        shuffle: bool = True,
+    ) -> None:
+        if len(ids) != len(labels):
+            raise DataError(f"ids has {len(ids)} sequences but labels has {len(labels)}")
+        _check_positive(batch_size=batch_size)
+        self.ids = _sequences(ids, "ids")
+        self.labels = np.asarray(labels)
+        if not np.issubdtype(self.labels.dtype, np.integer) or (self.labels < 0).any():
+            raise DataError("labels must be non-negative integers (class numbers)")
+        self.pad_id, self.batch_size = pad_id, batch_size
+        super().__init__(len(self.ids), seed, shuffle)
+
+    def _plan(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        order = np.arange(self.n) if rng is None else rng.permutation(self.n)
+        return [order[k : k + self.batch_size] for k in range(0, self.n, self.batch_size)]
+
+    def _collate(self, index: np.ndarray) -> dict:
+        x, valid = _pad([self.ids[i] for i in index], self.pad_id)
+        y = self.labels[index].astype(np.int64)
+        return {"x": x, "valid": valid, "y": y, "index": index.astype(np.int64)}
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _line_of(raw: bytes, offset: int) -> int:
+    return raw.count(b"\n", 0, offset) + 1
+
+
+def _pad(seqs: list[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, valid), (B, L) with L the longest sequence; padding on the right."""
+    lengths = np.array([len(s) for s in seqs])
+    valid = np.arange(lengths.max()) < lengths[:, None]  # (B, L)
+    ids = np.full(valid.shape, pad_id, dtype=np.int64)
+    ids[valid] = np.concatenate([np.asarray(s, dtype=np.int64) for s in seqs])
+    return ids, valid
+
+
+def _sequences(seqs: Sequence[Sequence[int]], name: str, empty_ok: bool = False) -> list:
+    out = [list(s) for s in seqs]
+    if not out:
+        raise DataError(f"{name} is empty; give at least one example")
+    if not empty_ok and (empty := [k for k, s in enumerate(out) if not s]):
+        raise DataError(f"{name}[{empty[0]}] is an empty sequence; drop it or give it a token")
+    return out
+
+
+def _check_positive(**values: int) -> None:
+    for name, v in values.items():
+        if not isinstance(v, int) or v < 1:
+            raise DataError(f"{name} must be a positive integer, got {v!r}")
+
+
+def _check_seed(seed: int) -> None:
+    if not isinstance(seed, int | np.integer) or seed < 0:
+        raise DataError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def _check_state(state: object, kind: str, name: str) -> None:
+    if not isinstance(state, dict) or state.get("kind") != kind:
+        got = state.get("kind") if isinstance(state, dict) else type(state).__name__
+        raise DataError(f"not a {name} state (kind {got!r}); pass what {name}.state() returned")
