@@ -153,10 +153,9 @@ def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice
 
 
 def _next_batch(source, kind: str) -> dict:
-    if kind == "lm":
-        x, y = source.next()
-        return {"x": x, "y": y}
-    return source.next()
+    """A batch as a dict of arrays (LMBatches yields an (x, y) pair)."""
+    batch = source.next()
+    return {"x": batch[0], "y": batch[1]} if isinstance(batch, tuple) else batch
 
 
 # -- distributed --------------------------------------------------------------------------------
@@ -206,12 +205,15 @@ def train(
     device: str = "cpu",
     callback: Callable[[Event], None] | None = None,
     evaluate: Callable | None = None,
+    stop_at: int | None = None,
 ) -> list[dict]:
     """Train `cfg` on `task`, writing checkpoints to directory `out`; return the log rows.
 
     resume: continue from the checkpoint in `out` (model, optimizer, step, RNG, data position).
     init_params: start from these weights (fine-tuning) instead of a seeded initialisation.
     evaluate(model, task, tcfg, final) -> dict of metrics; defaults to `default_evaluate`.
+    stop_at: stop (with a checkpoint) after this step, as if interrupted; the schedule still runs
+        to max_steps, so a later `resume` continues the same run.
     """
     callback = callback or (lambda event: None)
     evaluate = evaluate or default_evaluate
@@ -283,11 +285,14 @@ def train(
                 row |= evaluate(model, task, tcfg, final)
             callback(Event("eval", step, tcfg.max_steps, row))
         rows.append(row)
-        if (step % tcfg.eval_interval == 0 or final) and rank == 0:
+        stopping = stop_at is not None and step >= stop_at
+        if (step % tcfg.eval_interval == 0 or final or stopping) and rank == 0:
             save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows)
             callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
         if world > 1:
             torch.distributed.barrier()
+        if stopping:
+            break
     return rows
 
 

@@ -1,0 +1,371 @@
+"""Training: each stack learns (overfits a batch), resume == uninterrupted, a killed write never
+loses the checkpoint, 2-process DDP == 1 process, and the training CLI end to end."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from glassformer import data as D  # noqa: E402
+from glassformer import weights  # noqa: E402
+from glassformer.cli import main  # noqa: E402
+from glassformer.config import Config  # noqa: E402
+from glassformer.tokenizer import CharTokenizer  # noqa: E402
+from glassformer.train import Task, TrainConfig, lr_at, param_groups, prepare_task, train  # noqa: E402
+
+TINY = dict(d_model=32, n_heads=2, d_ff=64, max_len=32)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def corpora(tmp_path_factory):
+    d = tmp_path_factory.mktemp("corpora")
+    (d / "text.txt").write_text(D.read_text("tinyshakespeare")[:20000])
+    pairs = D.read_pairs("eng-spa")[2000:2400]
+    (d / "pairs.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs[:300]))
+    (d / "valid.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in pairs[300:]))
+    return d
+
+
+def _losses(rows):
+    return [r["loss"] for r in rows]
+
+
+def test_schedule_and_param_groups():
+    t = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=10, max_steps=110)
+    assert lr_at(0, t) == pytest.approx(1e-4) and lr_at(9, t) == pytest.approx(1e-3)
+    assert lr_at(60, t) == pytest.approx(5.5e-4)  # halfway through the cosine
+    assert lr_at(110, t) == pytest.approx(1e-4)
+    from glassformer.torch_model import Transformer
+
+    model = Transformer(Config(arch="decoder", vocab_size=11, **TINY))
+    decay, no_decay = param_groups(model, 0.1)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all(p.ndim == 2 and "embed" not in names[id(p)] for p in decay["params"])
+    assert any("norm" in names[id(p)] for p in no_decay["params"])
+    assert any("tok_embed" in names[id(p)] for p in no_decay["params"])
+    assert no_decay["weight_decay"] == 0 and decay["weight_decay"] == 0.1
+
+
+class OneBatch:
+    """The same batch forever: a model that learns drives its loss towards zero."""
+
+    def __init__(self, batch):
+        self.batch = batch
+
+    def next(self):
+        return self.batch
+
+    def state(self):
+        return {}
+
+    def set_state(self, state):
+        pass
+
+
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder", "encoder"])
+def test_each_stack_overfits_one_batch(arch, tmp_path):
+    rng = np.random.default_rng(0)
+    tok = CharTokenizer.train(["abcdefghij"])
+    V = tok.vocab_size
+    extra = {"encoder": dict(n_classes=3)}.get(arch, {})
+    cfg = Config(arch=arch, vocab_size=V, **TINY, **extra)
+    tcfg = TrainConfig(
+        task={"decoder": "lm", "encoder-decoder": "translate", "encoder": "classify"}[arch],
+        max_steps=150,
+        lr=1e-2,
+        min_lr=1e-2,
+        warmup_steps=1,
+        eval_interval=1000,
+        weight_decay=0.0,
+    )
+    if arch == "decoder":
+        x = rng.integers(4, V, size=(4, 16))
+        batch, kind = {"x": x[:, :-1], "y": x[:, 1:]}, "lm"
+    elif arch == "encoder-decoder":
+        src = rng.integers(4, V, size=(4, 8))
+        tgt = rng.integers(4, V, size=(4, 6))
+        tin = np.concatenate([np.full((4, 1), tok.bos_id), tgt], 1)
+        tout = np.concatenate([tgt, np.full((4, 1), tok.eos_id)], 1)
+        batch = {
+            "src": src,
+            "src_valid": np.ones_like(src, bool),
+            "tgt_in": tin,
+            "tgt_out": tout,
+            "tgt_valid": np.ones_like(tin, bool),
+        }
+        kind = "translate"
+    else:
+        x = rng.integers(4, V, size=(6, 10))
+        batch, kind = {"x": x, "valid": np.ones_like(x, bool), "y": np.arange(6) % 3}, "classify"
+    task = Task(kind, OneBatch(batch), None, tok)
+    rows = train(cfg, tcfg, task, tmp_path / "ck", evaluate=lambda *a: {})
+    losses = _losses(rows)
+    assert losses[-1] < 0.1 * losses[0] and losses[-1] < 0.3, (losses[0], losses[-1])
+    assert (tmp_path / "ck" / "model.safetensors").is_file()
+
+
+def _lm_job(corpora, **kw):
+    cfg = Config(arch="decoder", vocab_size=1, positions="learned", norm="pre", **TINY)
+    tcfg = TrainConfig(
+        task="lm",
+        max_steps=8,
+        batch_size=4,
+        block_size=16,
+        eval_interval=4,
+        eval_iters=2,
+        warmup_steps=2,
+        dropout=0.1,
+        **kw,
+    )
+    return (*prepare_task("lm", cfg, tcfg, str(corpora / "text.txt")), tcfg)
+
+
+def test_resume_equals_uninterrupted(corpora, tmp_path):
+    cfg, task, tcfg = _lm_job(corpora, grad_accum=2)
+    full = train(cfg, tcfg, task, tmp_path / "full")
+    cfg, task, _ = _lm_job(corpora, grad_accum=2)
+    first = train(cfg, tcfg, task, tmp_path / "resumed", stop_at=3)  # "killed" after step 3
+    assert _losses(first) == _losses(full)[:3]
+    cfg, task, _ = _lm_job(corpora, grad_accum=2)  # a fresh process would rebuild the data
+    second = train(cfg, tcfg, task, tmp_path / "resumed", resume=True)
+    assert _losses(second) == _losses(full)  # identical, float for float (dropout on)
+    a = weights.load(tmp_path / "full")[1]
+    b = weights.load(tmp_path / "resumed")[1]
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name])
+    with open(tmp_path / "resumed" / "log.csv") as f:
+        assert len(list(csv.DictReader(f))) == 8
+    assert (tmp_path / "resumed" / "loss.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_resume_refuses_a_different_config(corpora, tmp_path):
+    from glassformer.errors import CheckpointError
+
+    cfg, task, tcfg = _lm_job(corpora)
+    train(cfg, TrainConfig(**{**tcfg.__dict__, "max_steps": 4}), task, tmp_path / "ck")
+    with pytest.raises(CheckpointError, match="different config"):
+        train(cfg.override("d_ff=48"), tcfg, task, tmp_path / "ck", resume=True)
+
+
+KILLER = """
+import sys, numpy as np
+from glassformer import weights
+from glassformer.config import Config
+cfg = Config(arch="decoder", vocab_size=50, d_model=64, n_heads=2, d_ff=256, max_len=64)
+i = 0
+while True:
+    i += 1
+    p = weights.init(cfg, seed=i)
+    weights.save(sys.argv[1], cfg, p, extra={"big.bin": bytes(2_000_000)})
+    print(i, flush=True)
+"""
+
+
+def test_kill_9_during_saves_never_loses_the_checkpoint(tmp_path):
+    ck = tmp_path / "ck"
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for attempt in range(5):
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(ck)], stdout=subprocess.PIPE, env=env, text=True
+        )
+        proc.stdout.readline()  # at least one complete checkpoint exists
+        time.sleep(0.05 + 0.07 * attempt)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        cfg, params, _ = weights.load(ck)  # always loadable, never half-written
+        assert cfg.vocab_size == 50 and len(params) == len(weights.spec(cfg))
+
+
+DDP_SCRIPT = """
+import json, sys
+from glassformer.config import Config
+from glassformer.train import TrainConfig, prepare_task, train, dist_info
+cfg = Config(arch="decoder", vocab_size=1, d_model=32, n_heads=2, d_ff=64, max_len=32,
+             positions="learned", norm="pre")
+tcfg = TrainConfig(task="lm", max_steps=4, batch_size=4, block_size=16, eval_interval=100,
+                   eval_iters=1, warmup_steps=1, threads=1)
+cfg, task = prepare_task("lm", cfg, tcfg, sys.argv[1])
+rows = train(cfg, tcfg, task, sys.argv[2])
+if dist_info()[0] == 0:
+    print(json.dumps([r["loss"] for r in rows]))
+"""
+
+
+def test_two_process_ddp_equals_one_process(corpora, tmp_path):
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    text = str(corpora / "text.txt")
+    single = subprocess.run(
+        [sys.executable, str(script), text, str(tmp_path / "one")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert single.returncode == 0, single.stderr[-2000:]
+    multi = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nproc_per_node=2",
+            "--master_port=29533",
+            str(script),
+            text,
+            str(tmp_path / "two"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert multi.returncode == 0, multi.stderr[-2000:]
+    one = np.array(eval(single.stdout.strip().splitlines()[-1]))
+    two = np.array(eval(multi.stdout.strip().splitlines()[-1]))
+    np.testing.assert_allclose(two, one, rtol=1e-5)
+    a, b = weights.load(tmp_path / "one")[1], weights.load(tmp_path / "two")[1]
+    for name in a:
+        np.testing.assert_allclose(b[name], a[name], atol=1e-5)
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_cli_train_generate_explain_eval_lm(capsys, corpora, tmp_path):
+    ck = tmp_path / "lm"
+    code, out, err = run(
+        capsys,
+        "train",
+        "lm",
+        "--out",
+        ck,
+        "--data",
+        corpora / "text.txt",
+        "--set",
+        "d_model=32",
+        "--set",
+        "n_heads=2",
+        "--set",
+        "d_ff=64",
+        "--set",
+        "max_steps=6",
+        "--set",
+        "eval_interval=3",
+        "--set",
+        "eval_iters=2",
+        "--quiet",
+    )
+    assert code == 0, err
+    assert "val_loss" in out
+    code, out, _ = run(capsys, "generate", ck, "ROMEO:", "--max-new-tokens", "10")
+    assert code == 0 and out.startswith("ROMEO:")
+    code, out, _ = run(capsys, "explain", ck, "To be", "--only", "decoder.0.self_attn.head0.A")
+    assert code == 0 and "softmax" in out
+    code, out, _ = run(capsys, "eval", ck, "--data", corpora / "text.txt", "--limit", "2000")
+    assert code == 0 and "perplexity" in out
+    code, out, _ = run(
+        capsys,
+        "train",
+        "lm",
+        "--out",
+        ck,
+        "--data",
+        corpora / "text.txt",
+        "--set",
+        "max_steps=8",
+        "--resume",
+        "--quiet",
+        "--set",
+        "eval_interval=3",
+        "--set",
+        "eval_iters=2",
+    )
+    assert code == 0 and "step=8" in out
+
+
+def sets(*assignments):
+    return [a for kv in assignments for a in ("--set", kv)]
+
+
+def test_cli_translate_and_classify(capsys, corpora, tmp_path):
+    ck = tmp_path / "tr"
+    small = [
+        "d_model=32",
+        "n_heads=2",
+        "d_ff=64",
+        "max_len=24",
+        "n_encoder_layers=1",
+        "max_steps=4",
+        "eval_interval=2",
+        "eval_sentences=5",
+    ]
+    files = [
+        "--data",
+        corpora / "pairs.tsv",
+        "--valid",
+        corpora / "valid.tsv",
+        "--vocab-size",
+        "300",
+        "--quiet",
+    ]
+    common = files + sets(*small, "n_decoder_layers=1")
+    code, out, err = run(capsys, "train", "translate", "--out", ck, *common)
+    assert code == 0, err
+    assert "bleu=" in out and "BLEU signature: nrefs:1" in out
+    code, out, _ = run(capsys, "translate", ck, "Hello world.", "I am here.", "--beam", "2")
+    assert code == 0 and len(out.strip().splitlines()) == 2
+    (tmp_path / "in.txt").write_text("Hello.\n\nGood night.\n")
+    code, out, _ = run(capsys, "translate", ck, "--input", tmp_path / "in.txt", "--beam", "1")
+    assert code == 0 and len(out.strip().splitlines()) == 2
+    code, out, _ = run(
+        capsys, "eval", ck, "--data", corpora / "valid.tsv", "--limit", "10", "--beam", "1"
+    )
+    assert code == 0 and "BLEU" in out and "chrF" in out
+    cl = tmp_path / "cl"
+    code, out, err = run(capsys, "train", "classify", "--out", cl, *files, *sets(*small))
+    assert code == 0, err
+    assert "val_acc" in out
+    code, out, _ = run(capsys, "eval", cl, "--data", corpora / "valid.tsv", "--limit", "20")
+    assert code == 0 and "accuracy" in out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b"", "empty"), (b"ok\x00bad\n", "line 1"), (b"line\nline\n\xff\xfe\n", "line 3")],
+)
+def test_cli_refuses_bad_training_files(capsys, tmp_path, content, message):
+    f = tmp_path / "bad.txt"
+    f.write_bytes(content)
+    code, out, err = run(capsys, "train", "lm", "--out", tmp_path / "o", "--data", f, "--quiet")
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert str(f) in err or "bad.txt" in err
+
+
+def test_cli_refuses_bad_pairs_and_flags(capsys, tmp_path):
+    f = tmp_path / "bad.tsv"
+    f.write_text("a\tb\nonly one column\n")
+    code, _, err = run(
+        capsys, "train", "translate", "--out", tmp_path / "o", "--data", f, "--quiet"
+    )
+    assert code == 2 and "line 2" in err
+    code, _, err = run(capsys, "train", "lm", "--out", tmp_path / "o", "--set", "lr=fast")
+    assert code == 2 and "lr must be a number" in err
+    code, _, err = run(capsys, "train", "lm", "--out", tmp_path / "o", "--set", "speed=1")
+    assert code == 2 and "unknown field 'speed'" in err
+    code, _, err = run(capsys, "train", "lm", "--out", tmp_path / "none", "--resume")
+    assert code == 2 and "not found" in err
