@@ -222,6 +222,17 @@ def build_parser() -> argparse.ArgumentParser:
     tl.add_argument("--beam", type=int, default=4, help="beam width (default 4; 1 = greedy)")
     tl.set_defaults(func=cmd_translate)
 
+    ex = sub.add_parser(
+        "export",
+        help="copy a checkpoint's model and tokenizer, e.g. to float16",
+        description="Write CKPT's config, weights (in --dtype) and tokenizer to "
+        "OUT, without the training state: a small checkpoint to ship.",
+    )
+    ex.add_argument("checkpoint")
+    ex.add_argument("out")
+    ex.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float16")
+    ex.set_defaults(func=cmd_export)
+
     ev = sub.add_parser(
         "eval",
         help="evaluate a checkpoint on data",
@@ -541,6 +552,17 @@ def cmd_translate(args) -> int:
     model = from_params(cfg, params, dtype=torch.float32).eval()
     for line in translate(model, tok, sentences, beam=args.beam):
         print(line)
+    return 0
+
+
+def cmd_export(args) -> int:
+    cfg, params, tok = weights.load(args.checkpoint)
+    weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype)
+    size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
+    print(
+        f"wrote {args.out}: {weights.n_params(cfg):,} parameters as {args.dtype} "
+        f"({size / 1e6:.1f} MB)"
+    )
     return 0
 
 

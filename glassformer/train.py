@@ -65,6 +65,7 @@ class TrainConfig:
     eval_interval: int = 250
     eval_iters: int = 20  # lm: validation batches per evaluation
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
+    max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
     seed: int = 1337
     threads: int = 0  # torch threads (0: torch's default)
 
@@ -92,11 +93,14 @@ class TrainConfig:
         return dataclasses.replace(self, **parse_assignments(TrainConfig, assignments))
 
 
-def lr_at(step: int, t: TrainConfig) -> float:
-    """Linear warmup to lr over warmup_steps, then cosine decay to min_lr at max_steps."""
+def lr_at(step: int, t: TrainConfig, time_fraction: float = 0.0) -> float:
+    """Linear warmup to lr over warmup_steps, then cosine decay to min_lr at max_steps, or at the
+    end of the time budget (`time_fraction` of max_minutes used), whichever comes first."""
     if step < t.warmup_steps:
         return t.lr * (step + 1) / t.warmup_steps
-    progress = min(1.0, (step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps))
+    progress = min(
+        1.0, max((step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps), time_fraction)
+    )
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
 
@@ -233,14 +237,17 @@ def train(
     step, rows = 0, []
     if resume:
         step, rows = _restore(out, cfg, model, opt, task)
+    elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs
     ddp = model
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
     use_bf16 = tcfg.bf16 and (device.startswith("cuda") or device == "cpu")
     t_last, tokens = time.perf_counter(), 0
+    t_start, budget = t_last, tcfg.max_minutes * 60.0
     while step < tcfg.max_steps:
         model.train()
-        lr = lr_at(step, tcfg)
+        used = (time.perf_counter() - t_start) / budget if budget else 0.0
+        lr = lr_at(step, tcfg, used)
         for group in opt.param_groups:
             group["lr"] = lr
         total = 0.0
@@ -275,10 +282,12 @@ def train(
             "grad_norm": norm,
             "clipped": int(tcfg.grad_clip > 0 and norm > tcfg.grad_clip),
             "tokens_per_s": tokens / max(now - t_last, 1e-9),
+            "elapsed_s": elapsed + now - t_start,
         }
         t_last, tokens = now, 0
         callback(Event("step", step, tcfg.max_steps, row))
-        final = step == tcfg.max_steps
+        out_of_time = budget > 0 and now - t_start >= budget
+        final = step == tcfg.max_steps or out_of_time
         if step % tcfg.eval_interval == 0 or final:
             model.eval()
             with torch.no_grad():
@@ -291,7 +300,7 @@ def train(
             callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
         if world > 1:
             torch.distributed.barrier()
-        if stopping:
+        if stopping or out_of_time:
             break
     return rows
 

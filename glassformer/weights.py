@@ -159,9 +159,13 @@ def save(
             (tmp / TOKENIZER_FILE).write_text(tokenizer.to_json())
         for name, data in (extra or {}).items():
             (tmp / name).write_bytes(data)
+        umask = os.umask(0)
+        os.umask(umask)
         for f in tmp.iterdir():
             with open(f, "rb") as fh:
                 os.fsync(fh.fileno())
+            os.chmod(f, 0o666 & ~umask)  # as a plain open() would create it
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
         _swap_in(tmp, path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -369,3 +369,30 @@ def test_cli_refuses_bad_pairs_and_flags(capsys, tmp_path):
     assert code == 2 and "unknown field 'speed'" in err
     code, _, err = run(capsys, "train", "lm", "--out", tmp_path / "none", "--resume")
     assert code == 2 and "not found" in err
+
+
+def test_time_budget_stops_and_saves(corpora, tmp_path):
+    cfg, task, tcfg = _lm_job(corpora)
+    budget = TrainConfig(**{**tcfg.__dict__, "max_steps": 10_000, "max_minutes": 0.02})
+    rows = train(cfg, budget, task, tmp_path / "ck")
+    assert len(rows) < 10_000 and rows[-1]["elapsed_s"] >= 1.2
+    assert "val_loss" in rows[-1]  # the last step is evaluated and checkpointed
+    assert weights.load(tmp_path / "ck")[0] == cfg
+    t = TrainConfig(lr=1e-3, min_lr=1e-4, warmup_steps=0, max_steps=1000)
+    assert lr_at(10, t, time_fraction=1.0) == pytest.approx(1e-4)  # decayed by time
+
+
+def test_export_writes_a_small_checkpoint(capsys, tmp_path):
+    from glassformer.config import preset
+
+    cfg = preset("tiny")
+    weights.save(tmp_path / "ck", cfg, weights.init(cfg), extra={"training_state.pt": b"x"})
+    code, out, _ = run(capsys, "export", tmp_path / "ck", tmp_path / "small", "--dtype", "float16")
+    assert code == 0 and "float16" in out
+    assert not (tmp_path / "small" / "training_state.pt").exists()
+    _, params, _ = weights.load(tmp_path / "small")
+    full = weights.load(tmp_path / "ck")[1]
+    for n in params:
+        np.testing.assert_allclose(params[n], full[n], atol=1e-3)
+    mode = (tmp_path / "small").stat().st_mode & 0o777
+    assert mode & 0o055 == 0o055 & ~(os.umask(os.umask(0)))  # not private like a mkdtemp dir
