@@ -108,6 +108,15 @@ class MultiHeadAttention(nn.Module):
         B, T, _ = x.shape
         return x.view(B, T, self.H, self.D).transpose(1, 2)  # (B, H, T, D)
 
+    def _project_fused(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of self-attention from one matmul with [Wq; Wk; Wv] (same math; the weights
+        are concatenated per call, so it is used only when gradients are on: in inference the
+        copy would cost more memory traffic than it saves)."""
+        W = torch.cat([self.q.weight, self.k.weight, self.v.weight])  # (3*H*D, C)
+        b = None if self.q.bias is None else torch.cat([self.q.bias, self.k.bias, self.v.bias])
+        q, k, v = F.linear(x, W, b).split(self.H * self.D, dim=-1)  # 3 x (B, T, H*D)
+        return self._heads(q), self._heads(k), self._heads(v)
+
     def forward(
         self,
         x: Tensor,
@@ -123,11 +132,14 @@ class MultiHeadAttention(nn.Module):
         keys/values (B, H, S', D) to attend to instead of projecting kv: the cached cross-attention
         keys, or the past self-attention keys with the new ones appended.
         """
-        q = self._heads(self.q(x))  # (B, H, T, D)
-        if cache_kv is None:
-            k, v = self._heads(self.k(kv)), self._heads(self.v(kv))  # (B, H, S, D)
+        if cache_kv is None and kv is x and torch.is_grad_enabled():
+            q, k, v = self._project_fused(x)  # training: one GEMM instead of three
         else:
-            k, v = cache_kv
+            q = self._heads(self.q(x))  # (B, H, T, D)
+            if cache_kv is None:
+                k, v = self._heads(self.k(kv)), self._heads(self.v(kv))  # (B, H, S, D)
+            else:
+                k, v = cache_kv
         out = self._attend(q, k, v, mask, causal)  # (B, H, T, D)
         B, _, T, _ = out.shape
         concat = out.transpose(1, 2).reshape(B, T, self.H * self.D)  # (B, T, H*D)

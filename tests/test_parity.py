@@ -183,3 +183,21 @@ def test_batched_with_padding_equals_one_at_a_time(norm):
             want = _run_reference(p, cfg, s, srcs[b])
             got = out[b].numpy() if arch == "encoder" else out[b, : len(s)].numpy()
             np.testing.assert_allclose(got, want, atol=TOL, rtol=0, err_msg=f"{arch} row {b}")
+
+
+@pytest.mark.parametrize("cfg", CASES[::4])
+def test_training_path_agrees(cfg):
+    """With gradients on, self-attention projects Q, K, V with one fused matmul: same numbers."""
+    rng = np.random.default_rng(5)
+    p = weights.init(cfg, seed=5, std=0.4)
+    model = from_params(cfg, p)
+    ids, src = _inputs(cfg, rng)
+    with torch.enable_grad():
+        out = model(
+            torch.tensor([ids]),
+            src_ids=torch.tensor([src]) if cfg.arch == "encoder-decoder" else None,
+        )
+    assert out.requires_grad
+    np.testing.assert_allclose(
+        out[0].detach().numpy(), _run_reference(p, cfg, ids, src), atol=TOL, rtol=0
+    )
