@@ -458,6 +458,9 @@ def cmd_train(args) -> int:
         f"{tcfg.max_steps} steps -> {args.out}",
         file=sys.stderr,
     )
+    if tcfg.bf16 and not T.bf16_supported(args.device):
+        print(f"glassformer: note: this {args.device} has no native bf16; training in fp32",
+              file=sys.stderr)
     progress = _Progress(tcfg.max_steps, disable=args.quiet)
     try:
         rows = T.train(

@@ -162,6 +162,14 @@ def _next_batch(source, kind: str) -> dict:
     return {"x": batch[0], "y": batch[1]} if isinstance(batch, tuple) else batch
 
 
+def bf16_supported(device: str) -> bool:
+    """bf16 autocast only where the hardware computes in bf16 natively (CUDA, or a CPU with
+    AVX-512 BF16 / AMX); elsewhere it is emulated and many times slower than fp32."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+
+
 # -- distributed --------------------------------------------------------------------------------
 
 
@@ -241,7 +249,7 @@ def train(
     ddp = model
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
-    use_bf16 = tcfg.bf16 and (device.startswith("cuda") or device == "cpu")
+    use_bf16 = tcfg.bf16 and bf16_supported(device)
     t_last, tokens = time.perf_counter(), 0
     t_start, budget = t_last, tcfg.max_minutes * 60.0
     while step < tcfg.max_steps:
