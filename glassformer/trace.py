@@ -109,10 +109,10 @@ class Trace:
             steps.append(d)
         return {"labels": self.labels, "steps": steps}
 
-    def _repr_html_(self) -> str:  # Jupyter
-        from glassformer.explain.text import render_html_pre
+    def _repr_html_(self) -> str:  # Jupyter: the same self-contained report as `--html`
+        from glassformer.explain.html import render_html
 
-        return render_html_pre(self)
+        return render_html(self)
 
 
 def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None):

@@ -254,7 +254,7 @@ def train(
     t_start, budget = t_last, tcfg.max_minutes * 60.0
     while step < tcfg.max_steps:
         model.train()
-        used = (time.perf_counter() - t_start) / budget if budget else 0.0
+        used = (elapsed + time.perf_counter() - t_start) / budget if budget else 0.0
         lr = lr_at(step, tcfg, used)
         for group in opt.param_groups:
             group["lr"] = lr
@@ -294,7 +294,7 @@ def train(
         }
         t_last, tokens = now, 0
         callback(Event("step", step, tcfg.max_steps, row))
-        out_of_time = budget > 0 and now - t_start >= budget
+        out_of_time = budget > 0 and elapsed + now - t_start >= budget
         final = step == tcfg.max_steps or out_of_time
         if step % tcfg.eval_interval == 0 or final:
             model.eval()
