@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # This machine keeps the CPU torch wheel in /opt/wheels; elsewhere pip resolves it from the index.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean browser
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,21 @@ $(STAMP): pyproject.toml constraints.txt
 demo: $(STAMP)
 	$(BIN)/glassformer walkthrough hello-world
 
-test: $(STAMP)
+# tests/test_browser.py drives headless Chromium: install the Debian packages when missing
+# (as root, or with sudo when it is there). GLASSFORMER_SKIP_BROWSER=1 skips that test instead.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || command -v sudo)
+
+browser:
+	@if [ "$$GLASSFORMER_SKIP_BROWSER" = 1 ]; then exit 0; fi; \
+	if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null || { [ "$$(id -u)" != 0 ] && [ -z "$(SUDO)" ]; }; then \
+	  echo "make: install chromium and chromedriver for tests/test_browser.py," \
+	    "or set GLASSFORMER_SKIP_BROWSER=1" >&2; exit 1; \
+	fi; \
+	$(SUDO) apt-get update && \
+	$(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q -n 2
 
 lint: $(STAMP)

@@ -1,10 +1,13 @@
 """The `glassformer` command line: the only module that prints or exits.
 
-    glassformer walkthrough hello-world|self-attention [--json FILE] [--all]
+    glassformer walkthrough hello-world|self-attention [--json FILE] [--all] [REPORT OPTIONS]
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
     glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
-    glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING]
+    glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING] [REPORT OPTIONS]
+
+REPORT OPTIONS: --html FILE (one self-contained page), --png DIR (attention heatmaps),
+--layers 0,1 and --heads 0 (only these blocks and heads of the model).
 
 Every user error becomes one line on stderr and exit status 2; nothing here does math.
 """
@@ -74,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="seed of the random-weight parts (hello-world; default 0)",
     )
+    _report_args(w)
     w.set_defaults(func=cmd_walkthrough)
 
     c = sub.add_parser(
@@ -156,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--json", metavar="FILE", help="write the trace as JSON to FILE ('-' stdout)")
     e.add_argument("--only", metavar="SUBSTRING", help="print only steps whose name contains it")
+    _report_args(e)
     e.set_defaults(func=cmd_explain)
 
     tr = sub.add_parser(
@@ -247,6 +252,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write one self-contained HTML page (no network needed) that follows the data "
+        "through the model, instead of printing the steps",
+    )
+    p.add_argument(
+        "--png",
+        metavar="DIR",
+        help="write one attention heatmap PNG per layer, head and kind to DIR (needs matplotlib)",
+    )
+    p.add_argument(
+        "--layers",
+        metavar="LIST",
+        help="only these blocks of the model, counted from 0, e.g. 0,1 (every output)",
+    )
+    p.add_argument(
+        "--heads", metavar="LIST", help="only these attention heads, counted from 0, e.g. 0"
+    )
+
+
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preset",
@@ -267,21 +294,41 @@ def _config_args(p: argparse.ArgumentParser) -> None:
 # -- commands -----------------------------------------------------------------------------------
 
 
+WALKTHROUGH_TITLES = {
+    "hello-world": "The Random Transformer: “Hello World” → “Hola Mundo”, every step",
+    "self-attention": "Self-attention (Raschka, ch. 3): “Your journey starts with one step”",
+}
+
+
 def cmd_walkthrough(args) -> int:
     from glassformer import walkthrough
 
+    layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     trace = (
         walkthrough.hello_world(seed=args.seed)
         if args.name == "hello-world"
         else walkthrough.self_attention()
     )
+    shown = _select(trace, layers, heads)
+    written = _write_reports(
+        trace,
+        args,
+        layers,
+        heads,
+        title=WALKTHROUGH_TITLES[args.name],
+        meta={"walkthrough": args.name, "seed": str(args.seed)}
+        if args.name == "hello-world"
+        else {"walkthrough": args.name},
+    )
     if args.json:
-        _write_json(args.json, {"walkthrough": args.name, **trace.to_dict()})
+        _write_json(args.json, {"walkthrough": args.name, **shown.to_dict()})
         if args.json == "-":
             return 0
-    print(render(trace, narrated=not args.all))
+    if not written:
+        print(render(shown, narrated=not args.all) + ("\n" if args.json else ""))
     if args.json:
-        print(f"\nwrote {len(trace)} steps to {args.json}")
+        print(f"wrote {len(shown)} steps to {args.json}")
+    print("\n".join(written), end="\n" if written else "")
     return 0
 
 
@@ -366,9 +413,11 @@ def _step_function(engine: str, cfg, params, src):
 
 
 def cmd_explain(args) -> int:
+    layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     cfg, params, tok = _load(args.checkpoint)
     ids = _encode(tok, args.text, cfg)
     words = tok.tokens(ids)
+    gen = None
     if cfg.arch == "encoder-decoder":
         if args.target is not None:
             tgt = _bos(tok) + _encode(tok, args.target, cfg, room=1)
@@ -391,7 +440,26 @@ def cmd_explain(args) -> int:
     else:
         with tracing(labels={"encoder": words}) as trace:
             R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
-    _show_trace(trace, args)
+    n_layers = (
+        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
+        if cfg.arch == "encoder-decoder"
+        else max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+    )
+    meta = {
+        "checkpoint": args.checkpoint,
+        "input": args.text,
+        "model": f"{cfg.arch}, {n_layers} "
+        f"layers, d_model {cfg.d_model}, {cfg.n_heads} heads of {cfg.head_dim}, d_ff {cfg.d_ff}, "
+        f"vocabulary {cfg.vocab_size}, {cfg.norm}-LN, {cfg.positions} positions",
+    }
+    report = dict(
+        title=f"glassformer explain: “{args.text}”",
+        meta=meta,
+        vocab=tok.vocab,
+        params=params,
+        generation=gen,
+    )
+    _show_trace(trace, args, layers, heads, report)
     return 0
 
 
@@ -459,8 +527,10 @@ def cmd_train(args) -> int:
         file=sys.stderr,
     )
     if tcfg.bf16 and not T.bf16_supported(args.device):
-        print(f"glassformer: note: this {args.device} has no native bf16; training in fp32",
-              file=sys.stderr)
+        print(
+            f"glassformer: note: this {args.device} has no native bf16; training in fp32",
+            file=sys.stderr,
+        )
     progress = _Progress(tcfg.max_steps, disable=args.quiet)
     try:
         rows = T.train(
@@ -615,14 +685,56 @@ def cmd_eval(args) -> int:
 # -- helpers ------------------------------------------------------------------------------------
 
 
-def _show_trace(trace: Trace, args) -> None:
+def _show_trace(trace: Trace, args, layers, heads, report: dict) -> None:
+    shown = _select(trace, layers, heads)
+    written = _write_reports(trace, args, layers, heads, **report)
     if args.json:
-        _write_json(args.json, trace.to_dict())
+        _write_json(args.json, shown.to_dict())
         if args.json == "-":
             return
-    print(render(trace, only=args.only))
+    if not written:
+        print(render(shown, only=args.only) + ("\n" if args.json else ""))
     if args.json:
-        print(f"\nwrote {len(trace)} steps to {args.json}")
+        print(f"wrote {len(shown)} steps to {args.json}")
+    print("\n".join(written), end="\n" if written else "")
+
+
+def _indices(text: str | None, flag: str) -> list[int] | None:
+    """'0,2' -> [0, 2] for --layers / --heads; one clear error for anything else."""
+    if text is None:
+        return None
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdecimal() for t in items):
+        raise GlassformerError(
+            f"{flag} {text!r}: give numbers counted from 0, separated by commas, e.g. {flag} 0,1"
+        )
+    return sorted({int(t) for t in items})
+
+
+def _select(trace: Trace, layers, heads) -> Trace:
+    """The trace with only the chosen layers and heads (an unknown one is an error)."""
+    from glassformer.explain.html import select_steps
+
+    if layers is None and heads is None:
+        return trace
+    return Trace(select_steps(trace, layers, heads), trace.labels)
+
+
+def _write_reports(trace: Trace, args, layers, heads, **html_options) -> list[str]:
+    """Write --html and --png; return what was written, as lines to print."""
+    lines = []
+    if args.html:
+        from glassformer.explain.html import render_html
+
+        page = render_html(trace, layers=layers, heads=heads, **html_options)
+        _write_text(args.html, page)
+        lines.append(f"wrote {args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB)")
+    if args.png:
+        from glassformer.explain.plots import write_attention_pngs
+
+        paths = write_attention_pngs(trace, args.png, layers=layers, heads=heads)
+        lines.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
+    return lines
 
 
 def _load(path: str):
@@ -684,8 +796,12 @@ def _write_json(path: str, data: dict) -> None:
     if path == "-":
         print(text)
         return
+    _write_text(path, text + "\n")
+
+
+def _write_text(path: str, text: str) -> None:
     try:
-        Path(path).write_text(text + "\n", encoding="utf-8")
+        Path(path).write_text(text, encoding="utf-8")
     except OSError as e:
         raise GlassformerError(f"cannot write {path}: {e.strerror}") from None
 

@@ -10,8 +10,6 @@ Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x
 
 from __future__ import annotations
 
-import html
-
 import numpy as np
 
 from glassformer.trace import Step, Trace
@@ -82,10 +80,6 @@ def render(trace: Trace, only: str | None = None, narrated: bool = False, **kw) 
         s for s in trace.steps if (only is None or only in s.name) and (not narrated or s.note)
     ]
     return "\n\n".join(render_step(s, *trace.axis_labels(s), **kw) for s in steps)
-
-
-def render_html_pre(trace: Trace) -> str:
-    return f"<pre>{html.escape(render(trace))}</pre>"
 
 
 def _indent(text: str, pad: str = "    ") -> str:

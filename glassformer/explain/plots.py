@@ -1,0 +1,75 @@
+"""Attention maps as PNG files: one heatmap per layer, head and kind, tokens on both axes.
+
+Drawn with matplotlib's Agg renderer on a `Figure` of its own (no pyplot, no display, no global
+backend switch). The maps and the layer/head choice are the HTML report's (`explain.html`), so
+the PNGs and the report always show the same matrices. Returns the paths; printing is the CLI's.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.explain.html import SMALL, attention_maps, select_steps
+from glassformer.trace import Trace
+
+MAX_TICKS = 40  # more tokens than this: label every k-th
+
+
+def write_attention_pngs(
+    trace: Trace,
+    out_dir: str | Path,
+    layers: list[int] | None = None,
+    heads: list[int] | None = None,
+) -> list[Path]:
+    """Write `<step name>.png` for every attention map of the chosen layers and heads."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        raise GlassformerError("--png needs matplotlib: pip install matplotlib") from None
+    maps = attention_maps(select_steps(trace, layers, heads))
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise GlassformerError(f"cannot create {out}: {e.strerror}") from None
+    paths = []
+    for m in maps:
+        rows, cols = trace.axis_labels(m.step)
+        A = np.asarray(m.step.values, dtype=np.float64)  # (queries, keys)
+        n_rows, n_cols = (min(n, MAX_TICKS) for n in A.shape)
+        size = (max(6.5, 2.5 + 0.3 * n_cols), max(4.0, 2.0 + 0.3 * n_rows))  # inches
+        fig = Figure(figsize=size, dpi=100, layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.add_subplot()
+        top = max(1e-12, float(np.nanmax(A)))
+        image = ax.imshow(A, cmap="Blues", vmin=0.0, vmax=top, aspect="auto")
+        if max(A.shape) <= SMALL:  # small maps: the weights themselves, as in the HTML tables
+            for (i, j), a in np.ndenumerate(A):
+                ink = "white" if a > 0.55 * top else "black"
+                ax.text(j, i, f"{a:.3g}", ha="center", va="center", fontsize=8, color=ink)
+        _ticks(ax.set_xticks, ax.set_xticklabels, cols, A.shape[1], rotation=90)
+        _ticks(ax.set_yticks, ax.set_yticklabels, rows, A.shape[0])
+        ax.set_xlabel("key (attended to)")
+        ax.set_ylabel("query (attending)")
+        fig.suptitle(f"{m.step.name}\n{m.kind}", fontsize=10)
+        fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
+        path = out / (re.sub(r"[^A-Za-z0-9._-]", "_", m.step.name) + ".png")
+        try:
+            fig.savefig(path)
+        except OSError as e:
+            raise GlassformerError(f"cannot write {path}: {e.strerror}") from None
+        paths.append(path)
+    return paths
+
+
+def _ticks(set_ticks, set_labels, labels, n: int, rotation: float = 0) -> None:
+    step = max(1, -(-n // MAX_TICKS))
+    where = list(range(0, n, step))
+    set_ticks(where)
+    names = [labels[i] if labels and i < len(labels) else str(i) for i in where]
+    set_labels(names, rotation=rotation, fontsize=8)

@@ -1,0 +1,341 @@
+"""The HTML report and the PNG heatmaps, without a browser: self-contained, complete, bounded.
+
+(tests/test_browser.py opens the same reports in headless Chromium.)
+"""
+
+import base64
+import html
+import json
+import re
+
+import numpy as np
+import pytest
+
+from glassformer import reference as R
+from glassformer import walkthrough, weights
+from glassformer.cli import main
+from glassformer.config import Config, preset
+from glassformer.decode import beam_search, greedy
+from glassformer.errors import GlassformerError
+from glassformer.explain.html import MAX_BYTES, attention_maps, render_html
+from glassformer.trace import scope, tracing
+
+FORBIDDEN = ("http://", "https://", "//cdn", "<link", 'src="http', "src=", "url(", "@import")
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def data_of(page: str) -> dict:
+    block = re.search(r'<script type="application/json" class="gf-data">(.*?)</script>', page, re.S)
+    assert block, "no embedded data block"
+    assert "</" not in block.group(1)
+    return json.loads(block.group(1))
+
+
+def cards(page: str) -> dict[str, str]:
+    """Step name -> the HTML of its card in the 'every step' section."""
+    found = re.findall(r'<article class="step" id="step-([^"]+)">(.*?)</article>', page, re.S)
+    return {html.unescape(name): body for name, body in found}
+
+
+def section(page: str, name: str) -> str:
+    m = re.search(rf'<section id="gf-{name}">(.*?)</section>', page, re.S)
+    assert m, f"no {name} section"
+    return m.group(1)
+
+
+def assert_self_contained(page: str) -> None:
+    for text in FORBIDDEN:
+        assert text not in page, f"{text!r} in the report"
+    assert page.count("<script") == 2  # the data block and the inline script, nothing fetched
+
+
+@pytest.fixture(scope="module")
+def hello():
+    trace = walkthrough.hello_world()
+    return trace, render_html(trace, title="The Random Transformer")
+
+
+@pytest.fixture(scope="module")
+def big():
+    """The issue's biggish random model: decoder, d_model 256, 8 heads, 6 layers, 100 tokens."""
+    cfg = Config(arch="decoder", d_model=256, n_heads=8, n_decoder_layers=6, max_len=128)
+    params = weights.init(cfg, seed=0)
+    ids = np.random.default_rng(0).integers(0, cfg.vocab_size, 100)
+    with tracing(labels={"decoder": [f"t{i}" for i in ids]}) as trace:
+        R.forward(params, cfg, ids)
+    return trace, params
+
+
+@pytest.fixture(scope="module")
+def seq2seq():
+    """The hello-world preset's encoder-decoder, traced like `explain` does."""
+    cfg = preset("hello-world")
+    params = weights.init(cfg, seed=1, std=0.3)
+    words = ["hello", "world", "how", "are"]
+    with tracing(labels={"encoder": words[:2], "decoder": ["SOS", *words]}) as trace:
+        R.forward(params, cfg, [6, 0, 2, 3, 1], src_ids=[0, 2])
+    return trace, params
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    path = tmp_path_factory.mktemp("ck") / "hello"
+    assert main(["init", str(path), "--preset", "hello-world", "--seed", "1"]) == 0
+    return path
+
+
+# -- the hello-world report: the article's story and every step ---------------------------------
+
+
+def test_hello_world_report_is_self_contained_and_has_every_step(hello):
+    trace, page = hello
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    assert_self_contained(page)
+    shown = cards(page)
+    assert list(shown) == trace.names()  # every step, once, in the order the data flows
+    for s in trace.steps:
+        card = shown[s.name]
+        assert html.escape(s.equation) in card, s.name
+        dims = " × ".join(map(str, s.shape)) if s.shape else "scalar"
+        assert f"shape {dims}" in card, s.name
+    assert "(T × D)" in shown["head1.Q"] and "(T × T)" in shown["head1.A"]
+    assert "(S × D)" in shown["model.step3.decoder.0.cross_attn.head0.K"]
+    assert "(T × S)" in shown["model.step3.decoder.0.cross_attn.head0.A"]
+
+
+def test_hello_world_report_shows_the_articles_numbers(hello):
+    trace, page = hello
+    shown = cards(page)
+    assert ">105.21<" in shown["head1.scores"]
+    assert ">4.6770e-10<" in shown["head1.A"]
+    assert 'title="0.99999999953' in shown["head1.A"]  # 1 - 4.677e-10, exact on hover
+    assert ">11.4639<" in shown["div30.Z"]
+    assert ">0.224378<" in shown["div30.head1.A"]
+    assert ">nan<" in shown["overflow.naive.max_abs"]
+    assert "Hello" in shown["head1.A"] and "World" in shown["head1.A"]  # labelled axes
+    for s in trace.steps:
+        if s.note:
+            assert html.escape(s.note) in page, s.name
+
+
+def test_hello_world_report_tells_the_story(hello):
+    trace, page = hello
+    story = section(page, "story")
+    assert story.count('<article class="step"') == sum(1 for s in trace.steps if s.note)
+
+    overflow = section(page, "overflow")
+    assert overflow.count("<svg") == 1 and overflow.count("<path") == 3
+    naive = trace["overflow.naive.max_abs"]
+    assert overflow.count('class="nan"') == int(np.isnan(naive).sum()) == 5
+    assert "74526.1" in overflow  # the stable softmax's huge values, block 6
+
+    scaling = section(page, "scaling")
+    for name in ("head1.A", "div30.head1.A", "head2.A", "div30.head2.A"):
+        assert f"<code>{name}</code>" in scaling
+    assert "÷√3" in scaling and "÷30" in scaling and ">0.224378<" in scaling
+
+    attention = section(page, "attention")
+    maps = attention_maps(trace.steps)
+    assert attention.count('<figure class="att"') == len(maps)
+    assert attention.count(" hidden>") == len(maps) - 1  # one map shown at a time
+    for cls in ("pick-site", "pick-layer", "pick-head"):
+        assert f'<select class="{cls}"' in attention
+    assert 'value="model.step6.decoder.cross_attn"' in attention
+
+    generation = section(page, "generation")
+    words = trace.step("generate.output_ids").cols
+    assert generation.count("<div class='gen'>") == len(words) - 1
+    assert generation.count("class=chosen") == len(words) - 1
+    for n in range(len(words) - 1):
+        assert f"<h4>step {n}</h4>" in generation
+
+
+def test_repr_html_is_the_same_report():
+    trace = walkthrough.self_attention()
+    assert trace._repr_html_() == render_html(trace)
+
+
+# -- large traces: heatmaps, data, the size bound -----------------------------------------------
+
+
+def test_big_model_report_stays_under_the_bound_with_every_step(big):
+    trace, params = big
+    page = render_html(trace, params=params, vocab=[f"v{i}" for i in range(256)])
+    size = len(page.encode())
+    assert size < MAX_BYTES, f"{size / 1e6:.1f} MB"
+    assert_self_contained(page)
+    assert list(cards(page)) == trace.names()
+    data = data_of(page)["maps"]
+    # A step's heatmap decodes to its values (float16 of value / scale).
+    key = re.search(
+        r'id="step-decoder\.3\.self_attn\.head5\.A">.*?data-key="(s\d+)"', page, re.S
+    ).group(1)
+    m = data[key]
+    values = np.frombuffer(base64.b64decode(m["f16"]), "<f2").astype(float) * m["scale"]
+    A = trace["decoder.3.self_attn.head5.A"]
+    assert m["shape"] == [100, 100] and m["rows"] == trace.labels["decoder"]
+    np.testing.assert_allclose(values.reshape(100, 100), A, atol=1e-3 * A.max())
+    assert "γ (gain)" in page and "W_O (H·D × C)" in page
+
+
+def test_a_tight_bound_downsamples_then_drops_with_a_note(big):
+    trace, _ = big
+    page = render_html(trace, max_bytes=6_000_000)
+    assert len(page.encode()) <= 6_000_000
+    assert "Shown downsampled from 100 × 256 to 64 × 64 (block means)" in page
+    assert "left out" not in page
+    page = render_html(trace, max_bytes=2_000_000)
+    assert len(page.encode()) <= 2_000_000
+    assert "Shown downsampled from 100 × 32 to 64 × 32" in page
+    assert "left out to keep the file under 2 MB" in page
+    assert list(cards(page)) == trace.names()
+    with pytest.raises(GlassformerError, match="over its 0.1 MB bound"):
+        render_html(trace, max_bytes=100_000)
+
+
+def test_layers_and_heads_choose_what_is_shown(seq2seq):
+    trace, _ = seq2seq
+    page = render_html(trace, layers=[1], heads=[0])
+    shown = cards(page)
+    assert "encoder.1.self_attn.head0.A" in shown and "decoder.1.cross_attn.head0.A" in shown
+    assert "encoder.1.ffn.hidden" in shown and "encoder.X" in shown and "logits" in shown
+    assert not [n for n in shown if n.startswith(("encoder.0.", "decoder.0."))]
+    assert not [n for n in shown if ".head1." in n]
+    assert "Showing only layers 1 and heads 0" in page
+
+
+def test_labels_cannot_break_out_of_the_page():
+    evil = ["</script><b>x", "a&b", '"q"', "<!--"] * 4  # 16 tokens: a heatmap, data in JSON
+    X = np.random.default_rng(0).normal(size=(16, 4))
+    with tracing(labels={"encoder": evil}) as trace:
+        with scope("encoder.0.self_attn.head0"):
+            R.attention(X, X, X)
+    page = render_html(trace)
+    assert page.count("</script>") == 2
+    assert data_of(page)["maps"]  # parses, holds the labels escaped
+    assert "&lt;/script&gt;&lt;b&gt;x" in page
+
+
+def test_generation_and_beam_search_are_explained(seq2seq):
+    trace, _ = seq2seq
+    vocab = ["a", "b", "c", "EOS"]
+
+    def step(ids):
+        return np.log(np.array([0.1, 0.6, 0.2, 0.1]) if len(ids) < 3 else [0.1, 0.1, 0.1, 0.7])
+
+    gen = greedy(step, [0], max_new_tokens=5, eos_id=3)
+    page = render_html(trace, vocab=vocab, generation=gen)
+    part = section(page, "generation")
+    assert part.count("<div class='gen'>") == 3 and part.count("class=chosen") == 3
+    assert "<h4>step 2</h4>" in part and ">0.7000<" in part
+    beam = beam_search(step, [0], max_new_tokens=4, eos_id=3, width=2)
+    part = section(render_html(trace, vocab=vocab, generation=beam), "generation")
+    assert "beam after step 0" in part and "Best hypothesis" in part
+
+
+def test_probs_rows_explain_the_next_token(seq2seq):
+    trace, _ = seq2seq
+    part = section(render_html(trace, vocab=preset_vocab()), "generation")
+    assert part.count("<div class='gen'>") == 5  # one per decoder position
+    assert "position 4" in part
+
+
+def preset_vocab():
+    from glassformer.tokenizer import article_tokenizer
+
+    return article_tokenizer().vocab
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["hello-world", "self-attention"])
+def test_walkthrough_html(capsys, tmp_path, name):
+    f = tmp_path / "report.html"
+    code, out, err = run(capsys, "walkthrough", name, "--html", f)
+    assert code == 0 and err == ""
+    assert out.startswith(f"wrote {f} (") and out.count("\n") == 1
+    page = f.read_text(encoding="utf-8")
+    assert_self_contained(page)
+    assert len(page.encode()) < MAX_BYTES
+    trace = walkthrough.hello_world() if name == "hello-world" else walkthrough.self_attention()
+    assert list(cards(page)) == trace.names()
+
+
+def test_explain_html_and_png(capsys, tmp_path, ckpt):
+    pytest.importorskip("matplotlib")
+    f, d = tmp_path / "x.html", tmp_path / "png"
+    code, out, _ = run(
+        capsys, "explain", ckpt, "Hello World", "--html", f, "--png", d, "--layers", "0,1",
+        "--heads", "0",
+    )  # fmt: skip
+    assert code == 0 and "wrote 6 attention heatmaps" in out
+    pngs = sorted(p.name for p in d.iterdir())
+    assert len(pngs) == 6 and all(p.endswith(".png") for p in pngs)
+    assert "decoder.1.cross_attn.head0.A.png" in pngs and "encoder.0.self_attn.head0.A.png" in pngs
+    assert all((d / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    page = f.read_text(encoding="utf-8")
+    assert_self_contained(page)
+    shown = cards(page)
+    assert "decoder.1.cross_attn.head0.A" in shown and "probs" in shown
+    assert not [n for n in shown if n.startswith("encoder.2.") or ".head1." in n]
+    assert "hello" in page and "“Hello World”" in page
+
+
+def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    code, out, _ = run(capsys, "walkthrough", "self-attention", "--png", tmp_path)
+    n = len(attention_maps(walkthrough.self_attention().steps))
+    assert code == 0 and f"wrote {n} attention heatmaps" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "all.A.png",
+        "causal.A.png",
+        "simple.A.png",
+        "v2.A.png",
+    ]
+
+
+def test_explain_html_on_a_decoder(capsys, tmp_path):
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("to be or not to be\n")
+    dec = tmp_path / "dec"
+    assert (
+        run(capsys, "init", dec, "--preset", "tiny", "--tokenizer", "char", "--corpus", corpus)[0]
+        == 0
+    )
+    f = tmp_path / "d.html"
+    code, _, _ = run(capsys, "explain", dec, "to be", "--html", f)
+    assert code == 0
+    page = f.read_text(encoding="utf-8")
+    assert_self_contained(page)
+    assert "position 4" in section(page, "generation")
+    assert "masked self-attention (decoder)" in section(page, "attention")
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--layers", "x"], "--layers 'x': give numbers counted from 0"),
+        (["--layers", "0,,1"], "--layers '0,,1': give numbers"),
+        (["--layers", "-1"], "--layers '-1': give numbers"),
+        (["--layers", "1.5"], "--layers '1.5': give numbers"),
+        (["--layers", "9"], "--layers: no layer 9 in this trace; choose from 0-5"),
+        (["--heads", "2"], "--heads: no head 2 in this trace; choose from 0-1"),
+    ],
+)
+def test_bad_layers_and_heads_are_one_line_and_exit_2(capsys, tmp_path, ckpt, argv, message):
+    f = tmp_path / "x.html"
+    code, out, err = run(capsys, "explain", ckpt, "Hello World", "--html", f, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("glassformer: error: ") and message in err
+    assert not f.exists()
+
+
+def test_layers_on_a_walkthrough_without_layers(capsys):
+    code, out, err = run(capsys, "walkthrough", "self-attention", "--layers", "0")
+    assert code == 2 and out == "" and "no model layers" in err and err.count("\n") == 1
