@@ -128,23 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="reference: NumPy float64; torch: PyTorch with a KV cache; auto: torch "
         "if installed (default)",
     )
-    g.add_argument(
-        "--strategy",
-        choices=["greedy", "sample", "beam"],
-        default="greedy",
-        help="greedy (default), sample (temperature/top-k/top-p) or beam search",
-    )
-    g.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
-    g.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
-    g.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
-    g.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same text)")
-    g.add_argument("--beam-width", type=int, default=4, help="beam search width (4)")
-    g.add_argument(
-        "--length-penalty",
-        type=float,
-        default=1.0,
-        help="beam score = log-prob / generated_tokens^penalty (1.0)",
-    )
+    _decoding_args(g)
     g.set_defaults(func=cmd_generate)
 
     e = sub.add_parser(
@@ -160,6 +144,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--json", metavar="FILE", help="write the trace as JSON to FILE ('-' stdout)")
     e.add_argument("--only", metavar="SUBSTRING", help="print only steps whose name contains it")
+    e.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="decoder: also generate this "
+        "many tokens and explain each step (encoder-decoder: up to max_len)",
+    )
+    _decoding_args(e)
     _report_args(e)
     e.set_defaults(func=cmd_explain)
 
@@ -274,6 +266,26 @@ def _report_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _decoding_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default="greedy",
+        help="greedy (default), sample (temperature/top-k/top-p) or beam search",
+    )
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
+    p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same text)")
+    p.add_argument("--beam-width", type=int, default=4, help="beam search width (4)")
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=1.0,
+        help="beam score = log-prob / generated_tokens^penalty (1.0)",
+    )
+
+
 def _config_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--preset",
@@ -365,24 +377,31 @@ def cmd_init(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from glassformer import decode
-
     cfg, params, tok = _load(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
     ids = _encode(tok, args.text, cfg)
     src, prompt = (ids, _bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
     step = _step_function(args.engine, cfg, params, src)
+    out = _run_decoding(args, step, prompt, tok, cfg).ids
+    print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
+    return 0
+
+
+def _run_decoding(args, step, prompt: list[int], tok, cfg):
+    """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult."""
+    from glassformer import decode
+
     max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
     if max_new < 1:
         raise GlassformerError("--max-new-tokens must be at least 1")
     limits = dict(max_new_tokens=max_new, eos_id=tok.eos_id, max_len=cfg.max_len)
     if args.strategy == "beam":
-        out = decode.beam_search(
+        return decode.beam_search(
             step, prompt, width=args.beam_width, length_penalty=args.length_penalty, **limits
-        ).ids
-    elif args.strategy == "sample":
-        out = decode.sample(
+        )
+    if args.strategy == "sample":
+        return decode.sample(
             step,
             prompt,
             temperature=args.temperature,
@@ -390,11 +409,8 @@ def cmd_generate(args) -> int:
             top_p=args.top_p,
             seed=args.seed,
             **limits,
-        ).ids
-    else:
-        out = decode.greedy(step, prompt, **limits).ids
-    print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
-    return 0
+        )
+    return decode.greedy(step, prompt, **limits)
 
 
 def _step_function(engine: str, cfg, params, src):
@@ -422,19 +438,15 @@ def cmd_explain(args) -> int:
         if args.target is not None:
             tgt = _bos(tok) + _encode(tok, args.target, cfg, room=1)
         else:
-            from glassformer.decode import greedy
-
-            gen = greedy(
-                R.next_token_logits(params, cfg, ids),
-                _bos(tok),
-                cfg.max_len - 1,
-                eos_id=tok.eos_id,
-                max_len=cfg.max_len,
-            )
+            gen = _run_decoding(args, R.next_token_logits(params, cfg, ids), _bos(tok), tok, cfg)
             tgt = gen.ids
         with tracing(labels={"encoder": words, "decoder": tok.tokens(tgt)}) as trace:
             R.forward(params, cfg, tgt, src_ids=ids)
     elif cfg.arch == "decoder":
+        if args.max_new_tokens:
+            gen = _run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg)
+            ids = gen.ids
+            words = tok.tokens(ids)
         with tracing(labels={"decoder": words}) as trace:
             R.forward(params, cfg, ids)
     else:
