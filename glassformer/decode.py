@@ -166,6 +166,7 @@ def beam_search(
     width: int = 4,
     length_penalty: float = 1.0,
     max_len: int | None = None,
+    step_many: Callable[[list[list[int]]], np.ndarray] | None = None,
 ) -> BeamResult:
     """Keep the `width` most likely partial sequences; a candidate that ends in EOS is finished.
 
@@ -173,6 +174,7 @@ def beam_search(
     log-probability and keeps the best `width`; those ending in EOS move to `finished`. The search
     stops when no hypothesis is live, at the length limit, or when `width` hypotheses are finished
     and the worst of them already beats the best live one. Width 1 is greedy decoding.
+    step_many, if given, scores all live hypotheses (equal lengths) in one call -> (n, V) logits.
     """
     if width < 1:
         raise GlassformerError(f"beam width must be >= 1, got {width}")
@@ -183,8 +185,12 @@ def beam_search(
         if max_len is not None and len(alive[0].ids) >= max_len:
             break
         candidates = []
-        for h in alive:
-            logp = _log_softmax(step(h.ids))
+        if step_many is not None:
+            scores = step_many([h.ids for h in alive])
+        else:
+            scores = [step(h.ids) for h in alive]
+        for h, logits in zip(alive, scores, strict=True):
+            logp = _log_softmax(logits)
             for token in np.argsort(-logp, kind="stable")[:width]:
                 candidates.append(
                     Hypothesis(

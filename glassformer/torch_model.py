@@ -557,3 +557,32 @@ def greedy_batch(
             break
         new = nxt[:, None]
     return out
+
+
+def many_step_fn(model: Transformer, src_ids=None):
+    """A batched step function for beam search: equal-length id lists -> (n, V) float64 logits,
+    one forward for all hypotheses (the encoder output is computed once and reused)."""
+    device = next(model.parameters()).device
+    src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
+    memory: dict = {}
+
+    @torch.no_grad()
+    def step_many(batch: list[list[int]]):
+        ids = torch.as_tensor(batch, device=device)  # (n, T)
+        cache = None
+        if src is not None:
+            if "cache" not in memory:  # run the encoder once
+                memory["cache"] = KVCache.empty(model.cfg.n_decoder_layers)
+                model(ids[:1, :1], src_ids=src, cache=memory["cache"])
+            enc = memory["cache"]
+            cache = KVCache.empty(model.cfg.n_decoder_layers)
+            cache.memory = enc.memory.expand(len(batch), -1, -1)
+        logits = model(
+            ids,
+            src_ids=None if src is None else src.expand(len(batch), -1),
+            cache=cache,
+            last_only=True,
+        )
+        return logits[:, -1].to(torch.float64).cpu().numpy()
+
+    return step_many

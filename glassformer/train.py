@@ -375,7 +375,7 @@ def translate(
     """Decode each sentence free-running from BOS: batched greedy with a KV cache, or beam search
     (one sentence at a time) when beam > 1."""
     from glassformer.decode import beam_search
-    from glassformer.torch_model import greedy_batch, step_fn
+    from glassformer.torch_model import greedy_batch, many_step_fn, step_fn
 
     cfg = model.cfg
     limit = max_len or cfg.max_len
@@ -384,7 +384,13 @@ def translate(
     if beam > 1:
         for src in srcs:
             r = beam_search(
-                step_fn(model, src), [tok.bos_id], limit - 1, tok.eos_id, width=beam, max_len=limit
+                step_fn(model, src),
+                [tok.bos_id],
+                limit - 1,
+                tok.eos_id,
+                width=beam,
+                max_len=limit,
+                step_many=many_step_fn(model, src),
             )
             outs.append(r.ids[1:])
     else:

@@ -195,3 +195,17 @@ def test_kv_cache_with_padding_equals_uncached():
     got = torch.cat([first, rest], dim=1)
     for b, n in enumerate((6, 3)):
         assert torch.allclose(got[b, :n], full[b, :n], atol=1e-10)
+
+
+@pytest.mark.parametrize("cfg", [DEC, ENCDEC], ids=["decoder", "encoder-decoder"])
+def test_batched_beam_scoring_equals_one_at_a_time(cfg):
+    from glassformer.torch_model import many_step_fn
+
+    model = model_of(cfg)
+    src = [3, 4, 5] if cfg.arch == "encoder-decoder" else None
+    one = beam_search(step_fn(model, src), [1], 8, eos_id=2, width=3)
+    many = beam_search(
+        step_fn(model, src), [1], 8, eos_id=2, width=3, step_many=many_step_fn(model, src)
+    )
+    assert many.ids == one.ids
+    assert many.best.logprob == pytest.approx(one.best.logprob, abs=1e-4)
