@@ -5,6 +5,10 @@
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
     glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
     glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING] [REPORT OPTIONS]
+    glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
+    glassformer translate CKPT "text" ... | --input FILE [--beam N]
+    glassformer eval CKPT --data FILE
+    glassformer export CKPT OUT [--dtype float16]
 
 REPORT OPTIONS: --html FILE (one self-contained page), --png DIR (attention heatmaps),
 --layers 0,1 and --heads 0 (only these blocks and heads of the model).
@@ -109,8 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = sub.add_parser(
         "generate",
-        help="greedy generation with the reference engine",
-        description="Greedy decoding from a checkpoint. Encoder-decoder: TEXT is "
+        help="generate text: greedy, sampling or beam search",
+        description="Decode from a checkpoint (greedy by default). Encoder-decoder: TEXT is "
         "the source and the output starts from SOS. Decoder: TEXT is the prompt.",
     )
     g.add_argument("checkpoint", help="checkpoint directory")
@@ -134,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "explain",
         help="trace every matrix of one forward pass",
-        description="Run the reference engine on TEXT and print every "
-        "intermediate as a labelled matrix.",
+        description="Run the reference engine on TEXT and print every intermediate as a "
+        "labelled matrix (or write them as JSON, a self-contained HTML report, or PNG heatmaps).",
     )
     e.add_argument("checkpoint", help="checkpoint directory")
     e.add_argument("text", help="input text (the source, for an encoder-decoder)")
