@@ -571,12 +571,11 @@ def cmd_train(args) -> int:
 def _fit_init(cfg, params: dict) -> dict:
     """Fine-tuning: keep the imported weights, add a fresh head where the new config has one."""
     fresh = weights.init(cfg, seed=0)
-    return {
-        n: params.get(n, fresh[n])
-        if params.get(n) is not None and params[n].shape == fresh[n].shape
-        else fresh[n]
-        for n in fresh
-    }
+
+    def reusable(name: str) -> bool:
+        return name in params and params[name].shape == fresh[name].shape
+
+    return {n: params[n] if reusable(n) else fresh[n] for n in fresh}
 
 
 class _Progress:

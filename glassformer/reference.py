@@ -19,6 +19,7 @@ import math
 import numpy as np
 
 from glassformer.config import Config
+from glassformer.errors import GlassformerError
 from glassformer.trace import scope, tap
 
 Params = dict[str, np.ndarray]
@@ -221,8 +222,6 @@ def _final_norm(p: Params, stack: str, x, cfg: Config):
 
 
 def _check_length(ids, cfg: Config, stack: str) -> None:
-    from glassformer.errors import GlassformerError
-
     n = len(ids)
     if n == 0:
         raise GlassformerError(f"{stack} input is empty: give at least one token")

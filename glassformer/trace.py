@@ -121,7 +121,8 @@ def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None):
     if trace is None:
         return x
     full = ".".join((*_PREFIX.get(), name))
-    values = np.array(x, dtype=float if np.asarray(x).dtype != bool else bool, copy=True)
+    arr = np.asarray(x)
+    values = np.array(arr, dtype=bool if arr.dtype == bool else float, copy=True)
     if not equation:
         from glassformer.explain.glossary import equation_for
 
