@@ -17,9 +17,9 @@ from typing import Literal
 from glassformer.errors import ConfigError
 
 Arch = Literal["encoder-decoder", "decoder", "encoder"]
-Positions = Literal["sinusoidal", "learned", "none"]
+Positions = Literal["sinusoidal", "sinusoidal_split", "learned", "none"]
 Norm = Literal["post", "pre"]
-Activation = Literal["relu", "gelu", "gelu_tanh"]
+Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 
 
 @dataclass(frozen=True)
@@ -29,13 +29,23 @@ class Config:
     arch: "encoder-decoder" (translation), "decoder" (GPT-style LM) or "encoder" (classifier).
     head_dim: the per-head width D of Q, K, V; None means d_model // n_heads. It may differ from
         d_model / n_heads: the Random Transformer uses d_model 4 with two 3-dim heads.
-    positions: "sinusoidal" (Vaswani et al., base 10000), "learned" (GPT-2) or "none".
+    positions: "sinusoidal" (Vaswani et al., base 10000: sin on even, cos on odd dimensions),
+        "sinusoidal_split" (Marian: the same angles, sin in the first half of the dimensions and
+        cos in the second), "learned" (GPT-2, BERT) or "none".
     norm: "post" = LayerNorm(x + Sublayer(x)) as in the articles; "pre" = x + Sublayer(LN(x)) as in
         GPT-2, with a final LayerNorm after the stack.
-    activation: FFN non-linearity: "relu" (articles), "gelu" (exact, erf) or "gelu_tanh" (GPT-2).
+    activation: FFN non-linearity: "relu" (articles), "gelu" (exact, erf; BERT), "gelu_tanh"
+        (GPT-2) or "silu" (x·sigmoid(x), Marian's "swish").
     bias: whether every linear layer (Q, K, V, W_O, FFN, output head) has a bias.
     tie_embeddings: the output head reuses the decoder's token embedding matrix.
     n_classes: size of the classifier head on an encoder (0: the encoder returns hidden states).
+    embed_scale: token embeddings are multiplied by √d_model before positions are added
+        (Vaswani et al. section 3.4; Marian).
+    type_vocab_size: number of token types (BERT's segment A/B): a third embedding table added to
+        tokens and positions; 0 means none. Inputs without types use type 0.
+    embed_norm: a LayerNorm on the summed embeddings, before the first block (BERT).
+    logits_bias: the output head adds a bias even when it is the tied embedding matrix (Marian's
+        final_logits_bias). An untied head has a bias whenever `bias` is true.
     n_encoder_layers, n_decoder_layers: None means 2 for a stack the arch has, 0 otherwise.
     """
 
@@ -55,6 +65,10 @@ class Config:
     tie_embeddings: bool = False
     ln_eps: float = 1e-5
     n_classes: int = 0
+    embed_scale: bool = False
+    type_vocab_size: int = 0
+    embed_norm: bool = False
+    logits_bias: bool = False
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(Config)
@@ -78,7 +92,7 @@ class Config:
         for name in ("vocab_size", "d_model", "n_heads", "head_dim", "d_ff", "max_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("n_encoder_layers", "n_decoder_layers", "n_classes"):
+        for name in ("n_encoder_layers", "n_decoder_layers", "n_classes", "type_vocab_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 < self.ln_eps < 1.0:
@@ -103,6 +117,11 @@ class Config:
             raise ConfigError(
                 f"n_classes is for arch='encoder' only; set n_classes=0 for {self.arch!r}"
             )
+        if self.logits_bias and not self.has_decoder:
+            raise ConfigError(
+                "logits_bias needs an output head over the vocabulary; "
+                "arch='encoder' has none: set logits_bias=false"
+            )
         if self.arch == "encoder" and self.tie_embeddings:
             raise ConfigError(
                 "tie_embeddings needs an output head over the vocabulary; "
@@ -118,6 +137,11 @@ class Config:
     @property
     def has_decoder(self) -> bool:
         return self.arch in ("encoder-decoder", "decoder")
+
+    @property
+    def lm_bias(self) -> bool:
+        """Whether the output head has a bias (`lm_head.bias`)."""
+        return self.has_decoder and (self.logits_bias or (self.bias and not self.tie_embeddings))
 
     @property
     def attn_dim(self) -> int:

@@ -11,8 +11,10 @@ says how the tensors move; the only transforms there are:
 - "embed": the weight only, copied.
 
 The functions work on {name: array} dicts of NumPy arrays or torch tensors and return the same
-kind; they copy, never modify their input, and are bit-exact both ways. Neither torch nor
-transformers is imported here: build the foreign model and pass its `state_dict()`.
+kind; they copy, never modify their input, and are bit-exact both ways. transformers is never
+imported here and torch only to return a torch tensor: pass the foreign model's `state_dict()`.
+Marian's embeddings (one shared matrix for both stacks and the head, stored sinusoidal tables,
+a (1, V) logits bias) do not fit a table row: `marian_to_glassformer` handles them by name.
 A tensor the table does not expect, a missing one or one of the wrong shape raises a
 `CheckpointError` naming it. Tensors a family has and glassformer cannot represent yet are listed
 in `*_UNMAPPED` with the reason; they are refused unless `skip_unmapped=True`.
@@ -47,13 +49,24 @@ GPT2 = [
 ]
 # Non-parameter buffers of older transformers versions (the causal mask and its fill value).
 GPT2_IGNORED = ("transformer.h.{i}.attn.bias", "transformer.h.{i}.attn.masked_bias")
-GPT2_FIXED = {"arch": "decoder", "norm": "pre", "positions": "learned", "bias": True}
+GPT2_FIXED = {
+    "arch": "decoder",
+    "norm": "pre",
+    "positions": "learned",
+    "bias": True,
+    "embed_scale": False,
+    "type_vocab_size": 0,
+    "embed_norm": False,
+    "logits_bias": False,
+}
 
 _BE = "encoder.layers.{i}."
 _BH = "encoder.layer.{i}."
 BERT = [
     ("encoder.tok_embed", "embeddings.word_embeddings", "embed"),
     ("encoder.pos_embed", "embeddings.position_embeddings", "embed"),
+    ("encoder.type_embed", "embeddings.token_type_embeddings", "embed"),
+    ("encoder.embed_norm", "embeddings.LayerNorm", "norm"),
     (_BE + "self_attn.q", _BH + "attention.self.query", "linear"),
     (_BE + "self_attn.k", _BH + "attention.self.key", "linear"),
     (_BE + "self_attn.v", _BH + "attention.self.value", "linear"),
@@ -63,15 +76,21 @@ BERT = [
     (_BE + "ffn.w2", _BH + "output.dense", "linear"),
     (_BE + "norm2", _BH + "output.LayerNorm", "norm"),
 ]
+# Heads around the encoder that glassformer has no use for. A key ending in "*" is a prefix.
 BERT_UNMAPPED = {
-    "embeddings.token_type_embeddings.weight": "glassformer has no token-type embeddings yet",
-    "embeddings.LayerNorm.weight": "glassformer has no LayerNorm on the embeddings yet",
-    "embeddings.LayerNorm.bias": "glassformer has no LayerNorm on the embeddings yet",
-    "pooler.dense.weight": "glassformer has no [CLS] pooler (its classifier mean-pools)",
-    "pooler.dense.bias": "glassformer has no [CLS] pooler (its classifier mean-pools)",
+    "pooler.*": "the [CLS] pooler (glassformer mean-pools: sentence embeddings, its classifier)",
+    "cls.*": "a pre-training head (masked LM / next sentence)",
+    "classifier.*": "a task head of another model (fine-tune with `train classify --init`)",
 }
 BERT_IGNORED = ("embeddings.position_ids", "embeddings.token_type_ids")  # index buffers
-BERT_FIXED = {"arch": "encoder", "norm": "post", "positions": "learned", "bias": True}
+BERT_FIXED = {
+    "arch": "encoder",
+    "norm": "post",
+    "positions": "learned",
+    "bias": True,
+    "embed_norm": True,
+    "embed_scale": False,
+}
 
 
 _QKVO = (("q", "q"), ("k", "k"), ("v", "v"), ("o", "out"))
@@ -92,17 +111,29 @@ def _marian_layer(ours: str, theirs: str, cross: bool) -> list[tuple]:
 
 MARIAN = _marian_layer("encoder.layers.{i}", "model.encoder.layers.{i}", cross=False)
 MARIAN += _marian_layer("decoder.layers.{i}", "model.decoder.layers.{i}", cross=True)
-_MARIAN_EMBED = "glassformer has no Marian embeddings yet (scaled, shared, half-sin|half-cos PE)"
-MARIAN_UNMAPPED = {
-    "model.shared.weight": _MARIAN_EMBED,
-    "model.encoder.embed_tokens.weight": _MARIAN_EMBED,
-    "model.decoder.embed_tokens.weight": _MARIAN_EMBED,
-    "model.encoder.embed_positions.weight": _MARIAN_EMBED,
-    "model.decoder.embed_positions.weight": _MARIAN_EMBED,
-    "lm_head.weight": "the output head is the shared embedding, not mapped yet",
-    "final_logits_bias": "glassformer's tied output head has no bias yet",
+# Marian's embeddings do not fit a row-per-module table: one `shared` matrix is the encoder's and
+# the decoder's token embedding and the output head; the sinusoidal positions are stored tables
+# that must equal the formula; the logits bias is (1, V). `marian_to_glassformer` handles them.
+MARIAN_SHARED = "model.shared.weight"
+MARIAN_EMBED = {
+    "encoder": "model.encoder.embed_tokens.weight",
+    "decoder": "model.decoder.embed_tokens.weight",
 }
-MARIAN_FIXED = {"arch": "encoder-decoder", "norm": "post", "bias": True}
+MARIAN_POSITIONS = {
+    "encoder": "model.encoder.embed_positions.weight",
+    "decoder": "model.decoder.embed_positions.weight",
+}
+MARIAN_HEAD, MARIAN_BIAS = "lm_head.weight", "final_logits_bias"
+MARIAN_FIXED = {
+    "arch": "encoder-decoder",
+    "norm": "post",
+    "bias": True,
+    "positions": "sinusoidal_split",
+    "tie_embeddings": True,
+    "logits_bias": True,
+    "type_vocab_size": 0,
+    "embed_norm": False,
+}
 
 
 # -- the transforms -----------------------------------------------------------------------------
@@ -166,8 +197,19 @@ def _shape_check(name: str, x, shapes: dict, source: str) -> None:
         )
 
 
+def unmapped_in(state: dict, unmapped: dict) -> dict[str, str]:
+    """{tensor name: reason} for the tensors of `state` that a family's `*_UNMAPPED` lists."""
+    out = {}
+    for name in state:
+        for key, reason in unmapped.items():
+            if name == key or (key.endswith("*") and name.startswith(key[:-1])):
+                out[name] = reason
+                break
+    return out
+
+
 def _to_ours(state: dict, table, cfg, family, unmapped=None, ignored=(), skip_unmapped=False):
-    unmapped = unmapped or {}
+    skipped = unmapped_in(state, unmapped or {})
     out, used, shapes = {}, set(), spec(cfg)
     for names, theirs, kind, suffix in _rows(table, cfg):
         if theirs not in state:
@@ -177,15 +219,14 @@ def _to_ours(state: dict, table, cfg, family, unmapped=None, ignored=(), skip_un
             _shape_check(name, x, shapes, theirs)
             out[name] = x
         used.add(theirs)
-    blocked = [n for n in state if n in unmapped and not skip_unmapped]
-    if blocked:
-        reasons = "; ".join(f"{n}: {unmapped[n]}" for n in blocked)
+    if skipped and not skip_unmapped:
+        reasons = "; ".join(f"{n}: {r}" for n, r in skipped.items())
         raise CheckpointError(
             f"{family} tensors glassformer cannot represent: {reasons}. "
             "Pass skip_unmapped=True to convert the rest (then it is not the same model)"
         )
     for name in state:
-        if name not in used and name not in unmapped and not _matches(name, ignored):
+        if name not in used and name not in skipped and not _matches(name, ignored):
             raise CheckpointError(
                 f"unexpected tensor {name!r} in a {family} checkpoint: no glassformer equivalent "
                 "(more layers than the Config says?)"
@@ -225,8 +266,10 @@ _ACT_IN = {
     "gelu_pytorch_tanh": "gelu_tanh",
     "gelu": "gelu",
     "relu": "relu",
+    "swish": "silu",
+    "silu": "silu",
 }
-_ACT_OUT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu"}
+_ACT_OUT = {"gelu_tanh": "gelu_new", "gelu": "gelu", "relu": "relu", "silu": "silu"}
 
 
 def _as_dict(hf_config) -> dict:
@@ -316,7 +359,8 @@ def glassformer_to_gpt2(params: dict, cfg: Config) -> dict:
 
 
 def bert_config(hf_config) -> Config:
-    """A Config for the embeddings + encoder layers of a BertConfig (or its `to_dict()`)."""
+    """A Config for a BertConfig (or its `to_dict()`): embeddings (words + positions + token
+    types, then LayerNorm) and the encoder layers; n_classes 0: the model gives hidden states."""
     d = _as_dict(hf_config)
     if d.get("is_decoder") or d.get("add_cross_attention"):
         raise ConfigError("is_decoder: a decoder BERT has no glassformer equivalent")
@@ -334,34 +378,60 @@ def bert_config(hf_config) -> Config:
         norm="post",
         activation=_activation(d, "hidden_act", "BERT"),
         ln_eps=d.get("layer_norm_eps", 1e-12),
+        type_vocab_size=d.get("type_vocab_size", 2),
+        embed_norm=True,
     )
 
 
-def bert_to_glassformer(state: dict, cfg: Config, skip_unmapped: bool = False) -> dict:
-    """BertModel tensors -> spec(cfg) tensors: word and position embeddings and every layer.
+def _strip_prefix(state: dict, prefix: str) -> dict:
+    """BertForMaskedLM & co. keep the encoder under `bert.`: the same names without it."""
+    if not any(n.startswith(prefix) for n in state):
+        return dict(state)
+    return {n.removeprefix(prefix): x for n, x in state.items()}
 
-    Not mapped (see BERT_UNMAPPED): token-type embeddings, the embedding LayerNorm, the pooler.
-    The encoder layers are then the same function; the embedding step is not, yet.
+
+def bert_to_glassformer(state: dict, cfg: Config, skip_unmapped: bool = False) -> dict:
+    """BertModel tensors (or `bert.`-prefixed ones) -> spec(cfg) tensors.
+
+    The pooler and task/pre-training heads (BERT_UNMAPPED) are refused unless skip_unmapped.
     """
     _require(cfg, "BERT", BERT_FIXED | {"n_classes": 0})
+    state = _strip_prefix(state, "bert.")
     return _to_ours(state, BERT, cfg, "BERT", BERT_UNMAPPED, BERT_IGNORED, skip_unmapped)
 
 
 def glassformer_to_bert(params: dict, cfg: Config) -> dict:
-    """The mapped BertModel tensors (everything but BERT_UNMAPPED) from spec(cfg) tensors."""
+    """A BertModel state dict without the pooler (BERT_UNMAPPED) from spec(cfg) tensors."""
     _require(cfg, "BERT", BERT_FIXED | {"n_classes": 0})
     return _to_theirs(params, BERT, cfg, "BERT")
+
+
+def config_to_bert(cfg: Config) -> dict:
+    """The BertConfig fields of a BERT-shaped Config."""
+    _require(cfg, "BERT", BERT_FIXED | {"n_classes": 0})
+    if cfg.type_vocab_size < 1:
+        raise ConfigError("type_vocab_size: BERT needs token-type embeddings (>= 1)")
+    return {
+        "model_type": "bert",
+        "architectures": ["BertModel"],
+        "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model,
+        "num_attention_heads": cfg.n_heads,
+        "num_hidden_layers": cfg.n_encoder_layers,
+        "intermediate_size": cfg.d_ff,
+        "hidden_act": _ACT_OUT[cfg.activation],
+        "max_position_embeddings": cfg.max_len,
+        "type_vocab_size": cfg.type_vocab_size,
+        "layer_norm_eps": cfg.ln_eps,
+    }
 
 
 # -- Marian -------------------------------------------------------------------------------------
 
 
 def marian_config(hf_config) -> Config:
-    """A Config for the encoder and decoder layers of a MarianConfig (or its `to_dict()`).
-
-    Marian's embeddings are not mapped yet (MARIAN_UNMAPPED): positions and tying here describe
-    glassformer's own embeddings, not Marian's.
-    """
+    """A Config for a MarianConfig (or its `to_dict()`): shared, optionally √C-scaled token
+    embeddings, half-sin | half-cos positions, post-LN layers, tied head with a logits bias."""
     d = _as_dict(hf_config)
     for a, b in (
         ("encoder_attention_heads", "decoder_attention_heads"),
@@ -369,35 +439,121 @@ def marian_config(hf_config) -> Config:
     ):
         if d[a] != d[b]:
             raise ConfigError(f"{a}={d[a]} != {b}={d[b]}: glassformer's stacks share one size")
+    vocab = d["vocab_size"]
+    if d.get("decoder_vocab_size") not in (None, vocab):
+        raise ConfigError(
+            f"decoder_vocab_size={d['decoder_vocab_size']} != vocab_size={vocab}: "
+            "glassformer needs one vocabulary for both sides"
+        )
+    if d.get("tie_word_embeddings") is False:
+        raise ConfigError("tie_word_embeddings=False: an untied Marian head is not supported")
     return Config(
         arch="encoder-decoder",
-        vocab_size=d["vocab_size"],
+        vocab_size=vocab,
         d_model=d["d_model"],
         n_heads=d["encoder_attention_heads"],
         d_ff=d["encoder_ffn_dim"],
         n_encoder_layers=d["encoder_layers"],
         n_decoder_layers=d["decoder_layers"],
         max_len=d["max_position_embeddings"],
-        positions="sinusoidal",
+        positions="sinusoidal_split",
         norm="post",
         activation=_activation(d, "activation_function", "Marian"),
         tie_embeddings=True,
+        logits_bias=True,
+        embed_scale=bool(d.get("scale_embedding", False)),
         ln_eps=1e-5,  # Marian's nn.LayerNorm default
     )
 
 
-def marian_to_glassformer(state: dict, cfg: Config, skip_unmapped: bool = False) -> dict:
-    """MarianMTModel tensors -> the encoder and decoder LAYER tensors of spec(cfg) only.
+def _numpy64(x) -> np.ndarray:
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float64)
+    return x.detach().cpu().double().numpy()
 
-    Not mapped (see MARIAN_UNMAPPED): token and position embeddings, lm_head, final_logits_bias;
-    the result lacks `*.tok_embed.weight`, so load it with `strict=False` or into the blocks.
+
+def _same(a, b) -> bool:
+    return tuple(a.shape) == tuple(b.shape) and bool(np.array_equal(_numpy64(a), _numpy64(b)))
+
+
+def _like(table: np.ndarray, x):
+    """A float64 NumPy table in the dtype and kind (NumPy / torch) of tensor x."""
+    if isinstance(x, np.ndarray):
+        return table.astype(x.dtype)
+    import torch
+
+    return torch.from_numpy(table).to(x.dtype)
+
+
+def marian_to_glassformer(state: dict, cfg: Config) -> dict:
+    """MarianMTModel (or MarianModel) tensors -> spec(cfg) tensors.
+
+    The shared embedding becomes both stacks' `tok_embed`; `lm_head.weight` must equal the decoder
+    embedding (tied) and the stored positions the half-sin | half-cos formula (to 1e-6), else
+    the tensor is named and refused; `final_logits_bias` (1, V) becomes `lm_head.bias` (V,).
     """
     _require(cfg, "Marian", MARIAN_FIXED)
-    return _to_ours(state, MARIAN, cfg, "Marian", MARIAN_UNMAPPED, (), skip_unmapped)
+    state = dict(state)
+    shared = state.pop(MARIAN_SHARED, None)
+    embeds = {k: state.pop(name, shared) for k, name in MARIAN_EMBED.items()}
+    for stack, x in embeds.items():
+        if x is None:
+            raise CheckpointError(f"Marian checkpoint has no tensor {MARIAN_EMBED[stack]!r}")
+    if shared is not None and not _same(shared, embeds["encoder"]):
+        raise CheckpointError(f"tensor {MARIAN_SHARED!r} differs from {MARIAN_EMBED['encoder']!r}")
+    head = state.pop(MARIAN_HEAD, None)
+    if head is not None and not _same(head, embeds["decoder"]):
+        raise CheckpointError(
+            f"tensor {MARIAN_HEAD!r} differs from {MARIAN_EMBED['decoder']!r}; glassformer's "
+            "Marian ties them (an untied head is not supported)"
+        )
+    from glassformer.reference import sinusoidal_positions
+
+    for name in MARIAN_POSITIONS.values():
+        stored = state.pop(name, None)
+        if stored is None:
+            continue
+        want = sinusoidal_positions(cfg.max_len, cfg.d_model, split=True)
+        if stored.shape != want.shape or np.abs(_numpy64(stored) - want).max() > 1e-6:
+            raise CheckpointError(
+                f"tensor {name!r} is not Marian's sinusoidal table (trained positions?); "
+                "glassformer computes these positions and cannot load other values"
+            )
+    if MARIAN_BIAS not in state:
+        raise CheckpointError(f"Marian checkpoint has no tensor {MARIAN_BIAS!r}")
+    bias = state.pop(MARIAN_BIAS)
+    if tuple(bias.shape) != (1, cfg.vocab_size):
+        raise CheckpointError(
+            f"tensor {MARIAN_BIAS!r} has shape {tuple(bias.shape)}, expected (1, {cfg.vocab_size})"
+        )
+    out = _to_ours(state, MARIAN, cfg, "Marian")
+    out["encoder.tok_embed.weight"] = _copy(embeds["encoder"])
+    out["decoder.tok_embed.weight"] = _copy(embeds["decoder"])
+    out["lm_head.bias"] = _copy(bias[0])
+    shapes = spec(cfg)
+    for name in ("encoder.tok_embed.weight", "decoder.tok_embed.weight", "lm_head.bias"):
+        _shape_check(name, out[name], shapes, name)
+    return {n: out[n] for n in shapes}
 
 
 def glassformer_to_marian(params: dict, cfg: Config) -> dict:
-    """The mapped MarianMTModel layer tensors from our layer tensors (embeddings excluded)."""
+    """A MarianMTModel state dict from spec(cfg) tensors (both stacks' token embeddings equal)."""
     _require(cfg, "Marian", MARIAN_FIXED)
     layers = {n: x for n, x in params.items() if ".layers." in n}
-    return _to_theirs(layers, MARIAN, cfg, "Marian")
+    out = _to_theirs(layers, MARIAN, cfg, "Marian")
+    enc, dec = params["encoder.tok_embed.weight"], params["decoder.tok_embed.weight"]
+    if not _same(enc, dec):
+        raise CheckpointError(
+            "encoder.tok_embed.weight differs from decoder.tok_embed.weight; Marian shares one "
+            "embedding matrix"
+        )
+    from glassformer.reference import sinusoidal_positions
+
+    table = sinusoidal_positions(cfg.max_len, cfg.d_model, split=True)
+    for stack in ("encoder", "decoder"):
+        out[MARIAN_EMBED[stack]] = _copy(dec)
+        out[MARIAN_POSITIONS[stack]] = _like(table, dec)
+    out[MARIAN_SHARED] = _copy(dec)
+    out[MARIAN_HEAD] = _copy(dec)
+    out[MARIAN_BIAS] = _copy(params["lm_head.bias"][None])
+    return out

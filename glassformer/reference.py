@@ -64,6 +64,11 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0.0)
 
 
+def silu(x: np.ndarray) -> np.ndarray:
+    """SiLU / swish: x · σ(x) = x / (1 + e^(-x))."""
+    return x / (1.0 + np.exp(-x))
+
+
 def gelu(x: np.ndarray) -> np.ndarray:
     """GELU(x) = x · Φ(x), exact (erf) form."""
     erf = np.vectorize(math.erf, otypes=[np.float64])
@@ -75,17 +80,24 @@ def gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)))
 
 
-ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh}
+ACTIVATIONS = {"relu": relu, "gelu": gelu, "gelu_tanh": gelu_tanh, "silu": silu}
 
 
-def sinusoidal_positions(T: int, C: int, base: float = 10000.0) -> np.ndarray:
-    """PE(pos, 2i) = sin(pos / base^(2i/C)); PE(pos, 2i+1) = cos(pos / base^(2i/C)). (T, C)"""
+def sinusoidal_positions(T: int, C: int, base: float = 10000.0, split: bool = False) -> np.ndarray:
+    """PE(pos, 2i) = sin(pos / base^(2i/C)); PE(pos, 2i+1) = cos(pos / base^(2i/C)). (T, C)
+
+    split=True puts the same sines in the first ceil(C/2) dimensions and the cosines after them
+    (Marian's layout); the angles are the same.
+    """
     pos = np.arange(T, dtype=np.float64)[:, None]  # (T, 1)
     two_i = np.arange(0, C, 2, dtype=np.float64)  # (ceil(C/2),)
     angle = pos / base ** (two_i / C)  # (T, ceil(C/2))
+    sin, cos = np.sin(angle), np.cos(angle[:, : C // 2])
+    if split:
+        return np.concatenate([sin, cos], axis=1)  # (T, C)
     P = np.zeros((T, C))
-    P[:, 0::2] = np.sin(angle)
-    P[:, 1::2] = np.cos(angle[:, : C // 2])
+    P[:, 0::2] = sin
+    P[:, 1::2] = cos
     return P
 
 
@@ -199,19 +211,32 @@ def decoder_block(p: Params, i: int, Y, memory, self_mask, cross_mask, cfg: Conf
     return tap("out", sublayer(p, pre, k, Y, feed_forward, cfg))
 
 
-def embed(p: Params, stack: str, ids, cfg: Config):
-    """Token embeddings plus positions: input = X + P. ids (T,) -> (T, C)."""
+def embed(p: Params, stack: str, ids, cfg: Config, types=None):
+    """Token embeddings plus positions: input = X + P. ids (T,) -> (T, C).
+
+    Options: X is scaled by √C (embed_scale); token-type rows are added (type_vocab_size; types
+    (T,) default to 0); the sum goes through a LayerNorm (embed_norm).
+    """
     ids = np.asarray(ids, dtype=np.int64)
     T = ids.shape[0]
-    X = tap("X", p[f"{stack}.tok_embed.weight"][ids])  # (T, C)
-    if cfg.positions == "none":
-        return tap("input", X)
-    if cfg.positions == "sinusoidal":
-        P = sinusoidal_positions(T, cfg.d_model)
-    else:
-        P = p[f"{stack}.pos_embed.weight"][:T]
-    tap("P", P)  # (T, C)
-    return tap("input", X + P)  # (T, C)
+    X = p[f"{stack}.tok_embed.weight"][ids]  # (T, C)
+    X = tap("X", X * math.sqrt(cfg.d_model) if cfg.embed_scale else X)  # (T, C)
+    x = X
+    if cfg.positions != "none":
+        if cfg.positions == "learned":
+            P = p[f"{stack}.pos_embed.weight"][:T]
+        else:
+            P = sinusoidal_positions(T, cfg.d_model, split=cfg.positions == "sinusoidal_split")
+        x = x + tap("P", P)  # (T, C)
+    if cfg.type_vocab_size:
+        types = np.zeros(T, np.int64) if types is None else np.asarray(types, dtype=np.int64)
+        x = x + tap("types", p[f"{stack}.type_embed.weight"][types])  # (T, C)
+    if cfg.embed_norm:
+        tap("sum", x)
+        with scope("embed_norm"):
+            w, b = p[f"{stack}.embed_norm.weight"], p[f"{stack}.embed_norm.bias"]
+            x = layer_norm(x, w, b, cfg.ln_eps)
+    return tap("input", x)  # (T, C)
 
 
 def _final_norm(p: Params, stack: str, x, cfg: Config):
@@ -231,15 +256,16 @@ def _check_length(ids, cfg: Config, stack: str) -> None:
         )
 
 
-def encode(p: Params, cfg: Config, ids, valid=None):
+def encode(p: Params, cfg: Config, ids, valid=None, types=None):
     """The encoder stack: embed, then n_encoder_layers blocks. ids (S,) -> memory (S, C).
 
-    valid (S,) bool marks real tokens: padded keys are never attended to.
+    valid (S,) bool marks real tokens: padded keys are never attended to. types (S,): token
+    types (with type_vocab_size; default 0).
     """
     _check_length(ids, cfg, "encoder")
     mask = None if valid is None else np.broadcast_to(np.asarray(valid, bool), (len(ids),) * 2)
     with scope("encoder"):
-        X = embed(p, "encoder", ids, cfg)
+        X = embed(p, "encoder", ids, cfg, types)
         for i in range(cfg.n_encoder_layers):
             with scope(str(i)):
                 X = encoder_block(p, i, X, mask, cfg)
@@ -263,7 +289,8 @@ def decode(p: Params, cfg: Config, ids, memory=None, memory_valid=None):
 
 
 def lm_logits(p: Params, cfg: Config, hidden):
-    """logits = hidden·W_outᵀ + b (W_out is the decoder embedding when tied). (T, C) -> (T, V)."""
+    """logits = hidden·W_outᵀ + b (W_out is the decoder embedding when tied; b if cfg.lm_bias).
+    (T, C) -> (T, V)."""
     W = p["decoder.tok_embed.weight"] if cfg.tie_embeddings else p["lm_head.weight"]
     return tap("logits", linear(hidden, W, p.get("lm_head.bias")))
 

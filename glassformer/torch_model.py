@@ -75,11 +75,15 @@ class KVCache:
 # -- building blocks ----------------------------------------------------------------------------
 
 
-def sinusoidal_table(T: int, C: int, base: float = 10000.0) -> Tensor:
-    """PE(pos, 2i) = sin(pos / base^(2i/C)), PE(pos, 2i+1) = cos(...), in float64. (T, C)"""
+def sinusoidal_table(T: int, C: int, base: float = 10000.0, split: bool = False) -> Tensor:
+    """PE(pos, 2i) = sin(pos / base^(2i/C)), PE(pos, 2i+1) = cos(...), in float64. (T, C)
+
+    split=True: the sines in the first ceil(C/2) dimensions, the cosines after (Marian)."""
     pos = torch.arange(T, dtype=torch.float64)[:, None]
     two_i = torch.arange(0, C, 2, dtype=torch.float64)
     angle = pos / base ** (two_i / C)  # (T, ceil(C/2))
+    if split:
+        return torch.cat([torch.sin(angle), torch.cos(angle[:, : C // 2])], dim=1)
     P = torch.zeros(T, C, dtype=torch.float64)
     P[:, 0::2] = torch.sin(angle)
     P[:, 1::2] = torch.cos(angle[:, : C // 2])
@@ -212,9 +216,8 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        self.act = {"relu": nn.ReLU(), "gelu": nn.GELU(), "gelu_tanh": nn.GELU("tanh")}[
-            cfg.activation
-        ]
+        acts = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU("tanh")}
+        self.act = (acts | {"silu": nn.SiLU})[cfg.activation]()
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -302,11 +305,18 @@ class Stack(nn.Module):
     def __init__(self, cfg: Config, n_layers: int, cross: bool, dropout: float = 0.0):
         super().__init__()
         self.positions = cfg.positions
+        self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
         self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.positions == "learned":
             self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
-        elif cfg.positions == "sinusoidal":
-            self.register_buffer("pe", sinusoidal_table(cfg.max_len, cfg.d_model), persistent=False)
+        elif cfg.positions != "none":
+            split = cfg.positions == "sinusoidal_split"
+            pe = sinusoidal_table(cfg.max_len, cfg.d_model, split=split)
+            self.register_buffer("pe", pe, persistent=False)
+        if cfg.type_vocab_size:
+            self.type_embed = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
+        if cfg.embed_norm:
+            self.embed_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cfg.norm == "pre" else None
         self.drop = nn.Dropout(dropout)
@@ -319,21 +329,27 @@ class Stack(nn.Module):
         memory: Tensor | None = None,
         memory_mask: Tensor | None = None,
         cache: KVCache | None = None,
+        types: Tensor | None = None,
     ) -> Tensor:
-        """ids (B, T) -> (B, T, C)."""
+        """ids (B, T) -> (B, T, C). types (B, T): token types (type_vocab_size; default 0)."""
         start = cache.length if cache is not None else 0
         T = ids.shape[1]
-        X = _tap("X", self.tok_embed(ids))  # (B, T, C)
-        if self.positions == "none":
-            x = _tap("input", X)
-        else:
+        X = self.tok_embed(ids)  # (B, T, C)
+        x = X = _tap("X", X * self.scale if self.scale is not None else X)
+        if self.positions != "none":
             if self.positions == "learned":
                 P = self.pos_embed.weight[start : start + T]
             else:
                 P = self.pe[start : start + T].to(X.dtype)
-            _tap("P", P[None])
-            x = _tap("input", X + P)  # (B, T, C)
-        x = self.drop(x)
+            x = x + _tap("P", P[None])  # (B, T, C)
+        if hasattr(self, "type_embed"):
+            types = torch.zeros_like(ids) if types is None else types
+            x = x + _tap("types", self.type_embed(types))  # (B, T, C)
+        if hasattr(self, "embed_norm"):
+            _tap("sum", x)
+            with _scope("embed_norm"):
+                x = _tap("out", self.embed_norm(x))
+        x = self.drop(_tap("input", x))
         for i, block in enumerate(self.layers):
             with _scope(str(i)):
                 x = block(x, mask, causal, memory, memory_mask, cache, i)
@@ -346,7 +362,8 @@ class Stack(nn.Module):
 class Transformer(nn.Module):
     """The three stacks of seed 002 over one Config.
 
-    forward(ids, valid=None, src_ids=None, src_valid=None, cache=None, last_only=False):
+    forward(ids, valid=None, src_ids=None, src_valid=None, cache=None, last_only=False,
+            types=None):
       - "decoder": ids (B, T) -> next-token logits (B, T, V)
       - "encoder-decoder": decoder ids (B, T) from SOS and encoder src_ids (B, S) -> (B, T, V)
       - "encoder": ids (B, S) -> class logits (B, n_classes), or hidden states (B, S, C) if
@@ -354,6 +371,7 @@ class Transformer(nn.Module):
     valid / src_valid (B, T|S) bool mark real tokens (False = padding, never attended to).
     cache: a KVCache for incremental decoding (ids are then only the new tokens).
     last_only: compute logits for the last position only (generation).
+    types: (B, S) token types of an encoder's input (Config.type_vocab_size; default all 0).
     """
 
     def __init__(self, cfg: Config, dropout: float = 0.0):
@@ -365,9 +383,10 @@ class Transformer(nn.Module):
             cross = cfg.arch == "encoder-decoder"
             self.decoder = Stack(cfg, cfg.n_decoder_layers, cross=cross, dropout=dropout)
             if not cfg.tie_embeddings:
-                self.lm_head = nn.Linear(
-                    cfg.d_model, cfg.vocab_size, bias=cfg.bias and not cfg.tie_embeddings
-                )
+                self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=cfg.lm_bias)
+            elif cfg.lm_bias:  # a bias over the tied head, named like an untied head's
+                self.lm_head = nn.Module()
+                self.lm_head.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
         if cfg.arch == "encoder" and cfg.n_classes:
             self.classifier = nn.Linear(cfg.d_model, cfg.n_classes, bias=cfg.bias)
         _init_weights(self, cfg)
@@ -380,11 +399,12 @@ class Transformer(nn.Module):
         src_valid: Tensor | None = None,
         cache: KVCache | None = None,
         last_only: bool = False,
+        types: Tensor | None = None,
     ) -> Tensor:
         cfg = self.cfg
         if cfg.arch == "encoder":
             with _scope("encoder"):
-                H = self.encoder(ids, _key_mask(valid))  # (B, S, C)
+                H = self.encoder(ids, _key_mask(valid), types=types)  # (B, S, C)
             if not cfg.n_classes:
                 return H
             keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
@@ -424,7 +444,7 @@ class Transformer(nn.Module):
         if last_only:
             h = h[:, -1:]
         W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
-        b = None if cfg.tie_embeddings else self.lm_head.bias
+        b = self.lm_head.bias if cfg.lm_bias else None
         logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
         if _tracing():
             _tap("probs", torch.softmax(logits, -1))

@@ -55,6 +55,10 @@ def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tup
     out = {f"{stack}.tok_embed.weight": (cfg.vocab_size, C)}
     if cfg.positions == "learned":
         out[f"{stack}.pos_embed.weight"] = (cfg.max_len, C)
+    if cfg.type_vocab_size:
+        out[f"{stack}.type_embed.weight"] = (cfg.type_vocab_size, C)
+    if cfg.embed_norm:
+        out |= _norm(f"{stack}.embed_norm", C)
     for i in range(n_layers):
         p = f"{stack}.layers.{i}"
         out |= _attention(f"{p}.self_attn", cfg) | _norm(f"{p}.norm1", C)
@@ -78,7 +82,7 @@ def spec(cfg: Config) -> dict[str, tuple[int, ...]]:
         out |= _stack("decoder", cfg.n_decoder_layers, cfg, cross=cfg.arch == "encoder-decoder")
         if not cfg.tie_embeddings:
             out["lm_head.weight"] = (cfg.vocab_size, cfg.d_model)
-        if cfg.bias and not cfg.tie_embeddings:
+        if cfg.lm_bias:
             out["lm_head.bias"] = (cfg.vocab_size,)
     if cfg.arch == "encoder" and cfg.n_classes:
         out |= _linear("classifier", cfg.n_classes, cfg.d_model, cfg.bias)
@@ -97,7 +101,7 @@ def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dic
     rng = np.random.default_rng(seed)
     params = {}
     for name, shape in spec(cfg).items():
-        if ".norm" in name:
+        if ".norm" in name or ".embed_norm." in name:
             value = np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
         elif name.endswith(".bias"):
             value = np.zeros(shape)

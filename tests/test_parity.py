@@ -28,17 +28,26 @@ VARIANTS = [
     ("positions", "sinusoidal"),
     ("positions", "learned"),
     ("positions", "none"),
+    ("positions", "sinusoidal_split"),
     ("norm", "post"),
     ("norm", "pre"),
     ("activation", "relu"),
     ("activation", "gelu"),
     ("activation", "gelu_tanh"),
+    ("activation", "silu"),
     ("bias", True),
     ("bias", False),
     ("tie_embeddings", True),
     ("tie_embeddings", False),
     ("n_classes", 0),
     ("ln_eps", 1e-6),
+    ("embed_scale", True),
+    ("embed_scale", False),
+    ("type_vocab_size", 3),
+    ("embed_norm", True),
+    ("embed_norm", False),
+    ("logits_bias", True),
+    ("logits_bias", False),
 ]
 
 
@@ -201,3 +210,21 @@ def test_training_path_agrees(cfg):
     np.testing.assert_allclose(
         out[0].detach().numpy(), _run_reference(p, cfg, ids, src), atol=TOL, rtol=0
     )
+
+
+def test_token_types_agree():
+    """BERT's segment ids: given types select rows of the type table in both engines."""
+    cfg = Config(**(BASE | ARCH_BASE["encoder"] | {"type_vocab_size": 3, "embed_norm": True}))
+    p = weights.init(cfg, seed=6, std=0.4)
+    ids, types = [1, 4, 2, 7, 3], [0, 0, 1, 2, 1]
+    model = from_params(cfg, p)
+    with torch.no_grad():
+        got = model(torch.tensor([ids]), types=torch.tensor([types]))[0].numpy()
+    want = R.classify(p, cfg, ids)  # all type 0: must differ
+    assert np.abs(got - want).max() > 1e-3
+    with tracing() as ref:
+        R.encode(p, cfg, ids, types=types)
+    with tracing() as tor:
+        model(torch.tensor([ids]), types=torch.tensor([types]))
+    for name in ("encoder.types", "encoder.input", "encoder.output"):
+        np.testing.assert_allclose(tor[name], ref[name], atol=TOL, rtol=0, err_msg=name)

@@ -431,62 +431,124 @@ def test_bert_encoder_layers_match(impl, dtype):
                 close(X, want[i][b], 1e-10, f"BERT layer {i}, reference, sequence {b}")
 
 
-def test_bert_mapping_is_explicit_about_what_it_drops():
+def bert_inputs(seed=12):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(1, 50, (3, 9), generator=g)
+    types = torch.randint(0, 2, (3, 9), generator=g)
+    valid = torch.ones(3, 9, dtype=torch.bool)
+    valid[1, -4:] = False
+    valid[2, -7:] = False
+    return ids, types, valid
+
+
+@IMPLS
+@DTYPES
+def test_bert_whole_model_matches(impl, dtype):
+    """BertModel(ids, mask, token types).last_hidden_state == glassformer's encoder, both
+    engines: word + position + token-type embeddings, embedding LayerNorm, every layer."""
+    model = bert(impl, dtype)
+    cfg = hf.bert_config(model.config)
+    assert (cfg.type_vocab_size, cfg.embed_norm) == (2, True)
+    params = hf.bert_to_glassformer(numpy_state(model), cfg, skip_unmapped=True)
+    ours = from_params(cfg, params, dtype).eval()
+    ids, types, valid = bert_inputs()
+    with torch.no_grad():
+        want = model(ids, attention_mask=valid.long(), token_type_ids=types).last_hidden_state
+        got = ours(ids, valid=valid, types=types)
+    for b in range(3):
+        n = int(valid[b].sum())
+        close(got[b, :n], want[b, :n], TOL[dtype], f"BERT sequence {b}, torch engine")
+        if dtype == torch.float64:
+            p64 = {k: v.astype(np.float64) for k, v in params.items()}
+            ref = reference.encode(p64, cfg, ids[b, :n].tolist(), types=types[b, :n].tolist())
+            close(ref, want[b, :n], 1e-10, f"BERT sequence {b}, reference engine")
+
+
+def test_bert_mapping_round_trip_and_refusals():
     model = bert("eager", torch.float32)
     state = numpy_state(model)
     cfg = hf.bert_config(model.config.to_dict())
-    with pytest.raises(CheckpointError, match="token_type_embeddings"):
+    with pytest.raises(CheckpointError, match=r"pooler\.dense\.weight: the \[CLS\] pooler"):
         hf.bert_to_glassformer(state, cfg)
     params = hf.bert_to_glassformer(state, cfg, skip_unmapped=True)
     back = hf.glassformer_to_bert(params, cfg)
-    assert set(back) == set(state) - set(hf.BERT_UNMAPPED)
-    assert all(np.array_equal(back[k], state[k]) for k in back)
+    assert set(back) == set(state) - set(hf.unmapped_in(state, hf.BERT_UNMAPPED)) - {
+        "embeddings.position_ids",
+        "embeddings.token_type_ids",
+    }
+    assert all(np.array_equal(back[k], state[k]) for k in back)  # bit-exact
     np.testing.assert_array_equal(
-        params["encoder.layers.1.self_attn.k.weight"],
-        state["encoder.layer.1.attention.self.key.weight"],
+        params["encoder.type_embed.weight"], state["embeddings.token_type_embeddings.weight"]
     )
+    # a BertForMaskedLM-style checkpoint: `bert.` prefix, `cls.` head skipped with its reason
+    prefixed = {f"bert.{k}": v for k, v in state.items()} | {"cls.predictions.bias": np.zeros(50)}
+    with pytest.raises(CheckpointError, match=r"cls\.predictions\.bias: a pre-training head"):
+        hf.bert_to_glassformer(prefixed, cfg)
+    again = hf.bert_to_glassformer(prefixed, cfg, skip_unmapped=True)
+    assert all(np.array_equal(again[k], params[k]) for k in params)
     wrong = state | {"encoder.layer.0.output.dense.weight": np.zeros((32, 63), np.float32)}
     with pytest.raises(CheckpointError, match=r"encoder\.layer\.0\.output\.dense\.weight"):
         hf.bert_to_glassformer(wrong, cfg, skip_unmapped=True)
+    missing = {k: v for k, v in state.items() if k != "embeddings.LayerNorm.bias"}
+    with pytest.raises(CheckpointError, match=r"no tensor 'embeddings\.LayerNorm\.bias'"):
+        hf.bert_to_glassformer(missing, cfg, skip_unmapped=True)
+    assert hf.bert_config(hf.config_to_bert(cfg)) == cfg
+    with pytest.raises(ConfigError, match="position_embedding_type"):
+        hf.bert_config(model.config.to_dict() | {"position_embedding_type": "relative_key"})
 
 
 # -- 5. Hugging Face Marian ---------------------------------------------------------------------
 
 
-def marian(impl, dtype, seed=0):
+def marian_pe64(m) -> torch.Tensor:
+    """HF's create_weight formula kept in float64 (it rounds the table to float32 even in a
+    float64 model, a 1e-8 difference that float64 parity would see)."""
+    n_pos, dim = m.weight.shape
+    enc = np.array(
+        [[p / np.power(10000, 2 * (j // 2) / dim) for j in range(dim)] for p in range(n_pos)]
+    )
+    return torch.from_numpy(np.concatenate([np.sin(enc[:, 0::2]), np.cos(enc[:, 1::2])], axis=1))
+
+
+def marian(impl, dtype, seed=0, **overrides):
     config = transformers.MarianConfig(
-        vocab_size=50,
-        d_model=16,
-        encoder_attention_heads=2,
-        decoder_attention_heads=2,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_ffn_dim=32,
-        decoder_ffn_dim=32,
-        activation_function="relu",
-        dropout=0.0,
-        attention_dropout=0.0,
-        activation_dropout=0.0,
-        scale_embedding=False,
-        max_position_embeddings=32,
-        pad_token_id=0,
-        decoder_start_token_id=0,
-        attn_implementation=impl,
+        **dict(
+            vocab_size=50,
+            d_model=16,
+            encoder_attention_heads=2,
+            decoder_attention_heads=2,
+            encoder_layers=2,
+            decoder_layers=2,
+            encoder_ffn_dim=32,
+            decoder_ffn_dim=32,
+            activation_function="relu",
+            dropout=0.0,
+            attention_dropout=0.0,
+            activation_dropout=0.0,
+            scale_embedding=False,
+            max_position_embeddings=32,
+            pad_token_id=0,
+            decoder_start_token_id=0,
+            attn_implementation=impl,
+        )
+        | overrides
     )
     torch.manual_seed(seed)
     model = transformers.MarianMTModel(config).to(dtype).eval()
     randomize(model, seed)
+    with torch.no_grad():  # the positions are a fixed table, not weights: put it back
+        for m in model.modules():
+            if type(m).__name__ == "MarianSinusoidalPositionalEmbedding":
+                m.weight.copy_(m.create_weight() if dtype == torch.float32 else marian_pe64(m))
+        g = torch.Generator().manual_seed(seed + 1)
+        model.final_logits_bias.copy_(torch.randn(model.final_logits_bias.shape, generator=g))
     return model
 
 
 def marian_ours(model, dtype):
     cfg = hf.marian_config(model.config)
-    params = hf.marian_to_glassformer(numpy_state(model), cfg, skip_unmapped=True)
-    ours = Transformer(cfg).to(dtype).eval()
-    result = ours.load_state_dict({k: torch.as_tensor(v) for k, v in params.items()}, strict=False)
-    assert result.unexpected_keys == []
-    assert set(result.missing_keys) == {"encoder.tok_embed.weight", "decoder.tok_embed.weight"}
-    return cfg, params, ours
+    params = hf.marian_to_glassformer(numpy_state(model), cfg)
+    return cfg, params, from_params(cfg, params, dtype).eval()
 
 
 @IMPLS
@@ -534,20 +596,63 @@ def test_marian_layers_match(impl, dtype):
                 close(Y, dec_want[i][b], 1e-10, f"Marian decoder layer {i}, reference")
 
 
+@pytest.mark.parametrize("act,scale", [("relu", False), ("swish", True)])
+@DTYPES
+def test_marian_whole_model_matches(act, scale, dtype):
+    """MarianMTModel logits (shared scaled embeddings, half-sin | half-cos positions, every layer,
+    tied head + final_logits_bias) == glassformer's, both engines, padded source batch."""
+    model = marian("eager", dtype, activation_function=act, scale_embedding=scale)
+    cfg, params, ours = marian_ours(model, dtype)
+    assert (cfg.embed_scale, cfg.activation) == (scale, {"relu": "relu", "swish": "silu"}[act])
+    g = torch.Generator().manual_seed(14)
+    src = torch.randint(1, 50, (2, 7), generator=g)
+    tgt = torch.randint(1, 50, (2, 5), generator=g)
+    valid = torch.ones(2, 7, dtype=torch.bool)
+    valid[1, -3:] = False
+    with torch.no_grad():
+        want = model(input_ids=src, attention_mask=valid.long(), decoder_input_ids=tgt).logits
+        got = ours(tgt, src_ids=src, src_valid=valid)
+    close(got, want, TOL[dtype], "Marian logits, torch engine")
+    if dtype == torch.float64:
+        for b in range(2):
+            n = int(valid[b].sum())
+            ref = reference.forward(params, cfg, tgt[b].tolist(), src_ids=src[b, :n].tolist())
+            close(ref, want[b], 1e-10, f"Marian logits, reference, sequence {b}")
+
+
 def test_marian_mapping_round_trip_and_refusals():
     model = marian("eager", torch.float32)
     state = numpy_state(model)
     cfg = hf.marian_config(model.config.to_dict())
-    with pytest.raises(CheckpointError, match="final_logits_bias"):
-        hf.marian_to_glassformer(state, cfg)
-    params = hf.marian_to_glassformer(state, cfg, skip_unmapped=True)
-    assert "decoder.layers.1.norm2.weight" in params  # encoder_attn_layer_norm
+    params = hf.marian_to_glassformer(state, cfg)
     np.testing.assert_array_equal(
         params["decoder.layers.1.norm2.weight"],
         state["model.decoder.layers.1.encoder_attn_layer_norm.weight"],
     )
+    np.testing.assert_array_equal(params["lm_head.bias"], state["final_logits_bias"][0])
     back = hf.glassformer_to_marian(params, cfg)
-    assert set(back) == set(state) - set(hf.MARIAN_UNMAPPED)
-    assert all(np.array_equal(back[k], state[k]) for k in back)
+    assert set(back) == set(state)
+    assert all(np.array_equal(back[k], state[k]) for k in back), [
+        k for k in back if not np.array_equal(back[k], state[k])
+    ]
+    tstate = {k: v.clone() for k, v in model.state_dict().items()}
+    tback = hf.glassformer_to_marian(hf.marian_to_glassformer(tstate, cfg), cfg)
+    fresh = transformers.MarianMTModel(model.config).eval()
+    fresh.load_state_dict(tback, strict=True)
+    assert all(torch.equal(fresh.state_dict()[k], v) for k, v in tstate.items())
+    untied = state | {"lm_head.weight": state["lm_head.weight"] + 1}
+    with pytest.raises(CheckpointError, match=r"'lm_head\.weight' differs"):
+        hf.marian_to_glassformer(untied, cfg)
+    learned = state | {"model.encoder.embed_positions.weight": state["lm_head.weight"][:32] * 0}
+    with pytest.raises(CheckpointError, match=r"encoder\.embed_positions\.weight' is not"):
+        hf.marian_to_glassformer(learned, cfg)
+    no_bias = {k: v for k, v in state.items() if k != "final_logits_bias"}
+    with pytest.raises(CheckpointError, match="final_logits_bias"):
+        hf.marian_to_glassformer(no_bias, cfg)
+    extra = state | {"model.decoder.layers.2.fc1.bias": state["model.decoder.layers.1.fc1.bias"]}
+    with pytest.raises(CheckpointError, match=r"unexpected tensor 'model\.decoder\.layers\.2"):
+        hf.marian_to_glassformer(extra, cfg)
     with pytest.raises(ConfigError, match="decoder_ffn_dim"):
         hf.marian_config(model.config.to_dict() | {"decoder_ffn_dim": 64})
+    with pytest.raises(ConfigError, match="decoder_vocab_size"):
+        hf.marian_config(model.config.to_dict() | {"decoder_vocab_size": 60})

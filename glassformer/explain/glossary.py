@@ -7,9 +7,11 @@ The last component of a step name (`encoder.0.self_attn.head1.A` -> `A`) selects
 from __future__ import annotations
 
 EQUATIONS: dict[str, str] = {
-    "X": "X = token embeddings of the input ids",
+    "X": "X = token embeddings of the input ids (× √C with embed_scale)",
     "P": "P = positional encoding (sin on even, cos on odd dimensions, or learned rows)",
-    "input": "X + P",
+    "types": "token-type (segment) embeddings, type 0 unless given",
+    "sum": "X + P (+ token types), before the embedding LayerNorm",
+    "input": "X + P: the first block's input",
     "Q": "Q = X·Wq",
     "K": "K = X·Wk",
     "V": "V = X·Wv",
