@@ -9,6 +9,11 @@
     glassformer translate CKPT "text" ... | --input FILE [--beam N]
     glassformer eval CKPT --data FILE
     glassformer export CKPT OUT [--dtype float16]
+    glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian folders)
+    glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT)
+    glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
+
+Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 
 REPORT OPTIONS: --html FILE (one self-contained page), --png DIR (attention heatmaps),
 --layers 0,1 and --heads 0 (only these blocks and heads of the model).
@@ -245,6 +250,46 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--beam", type=int, default=4, help="beam width for translation (4)")
     ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N examples")
     ev.set_defaults(func=cmd_eval)
+
+    ih = sub.add_parser(
+        "import-hf",
+        help="convert a Hugging Face model folder (GPT-2, BERT/MiniLM, Marian) to a checkpoint",
+        description="Read HF_DIR (config.json, model.safetensors or a weights-only "
+        "pytorch_model.bin, tokenizer.json or vocab files) and write a glassformer checkpoint "
+        "to OUT. Every command also reads HF_DIR directly; this makes the conversion explicit "
+        "and reports what was left out.",
+    )
+    ih.add_argument("hf_dir")
+    ih.add_argument("out")
+    ih.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float32")
+    ih.set_defaults(func=cmd_import_hf)
+
+    xh = sub.add_parser(
+        "export-hf",
+        help="write a checkpoint as a Hugging Face folder (decoder: GPT-2; encoder: BERT)",
+        description="Write CKPT as a folder that transformers loads: a decoder-only model as "
+        "GPT2LMHeadModel, an encoder without a classifier as BertModel (float32 weights).",
+    )
+    xh.add_argument("checkpoint")
+    xh.add_argument("out")
+    xh.set_defaults(func=cmd_export_hf)
+
+    em = sub.add_parser(
+        "embed",
+        help="sentence embeddings from an encoder (e.g. all-MiniLM-L6-v2)",
+        description="Mean of the encoder's outputs over the tokens, divided by its length "
+        "(L2): one unit vector per TEXT, and the cosine similarity of every pair.",
+    )
+    em.add_argument("checkpoint", help="a glassformer checkpoint or a Hugging Face folder")
+    em.add_argument("text", nargs="+")
+    em.add_argument(
+        "--engine",
+        choices=["torch", "reference"],
+        default="torch",
+        help="torch (float32, batched; default) or reference (NumPy float64)",
+    )
+    em.add_argument("--json", action="store_true", help="print JSON for programs")
+    em.set_defaults(func=cmd_embed)
     return p
 
 
@@ -654,6 +699,77 @@ def cmd_export(args) -> int:
     return 0
 
 
+def cmd_import_hf(args) -> int:
+    from glassformer import hf_dir
+
+    if not hf_dir.is_hf_folder(args.hf_dir):
+        raise GlassformerError(
+            f"{args.hf_dir} is not a Hugging Face model folder (no config.json with a "
+            "model_type); give the folder save_pretrained wrote"
+        )
+    imp = hf_dir.load(args.hf_dir)
+    weights.save(args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype)
+    print(
+        f"imported {imp.family} from {args.hf_dir}: {imp.cfg.arch}, "
+        f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
+    )
+    for name, reason in imp.skipped.items():
+        print(f"  left out {name}: {reason}")
+    for note in imp.notes:
+        print(f"  {note}")
+    return 0
+
+
+def cmd_export_hf(args) -> int:
+    from glassformer import hf_dir
+
+    cfg, params, tok = weights.load(args.checkpoint)
+    family, out = hf_dir.export(args.out, cfg, params, tok)
+    print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")
+    return 0
+
+
+def cmd_embed(args) -> int:
+    cfg, params, tok = _load(args.checkpoint)
+    if not cfg.has_encoder:
+        raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
+    ids = [_encode(tok, t, cfg) for t in args.text]
+    if args.engine == "reference":
+        E = np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
+    else:
+        E = _torch_embeddings(cfg, params, ids)
+    cosine = E @ E.T  # unit vectors: dot product = cosine similarity
+    if args.json:
+        items = [
+            {"text": t, "tokens": tok.tokens(x), "ids": x, "embedding": e.tolist()}
+            for t, x, e in zip(args.text, ids, E, strict=True)
+        ]
+        out = {"model": args.checkpoint, "engine": args.engine, "dim": int(E.shape[1])}
+        print(json.dumps(out | {"embeddings": items, "cosine": cosine.tolist()}))
+        return 0
+    for k, (t, e) in enumerate(zip(args.text, E, strict=True)):
+        head = ", ".join(f"{v:+.4f}" for v in e[:6])
+        print(f"[{k}] {t!r}: {E.shape[1]} dims, |e| = {np.linalg.norm(e):.4f}  [{head}, ...]")
+    if len(args.text) > 1:
+        print("cosine similarity:")
+        for k, row in enumerate(cosine):
+            print(f"  [{k}] " + " ".join(f"{v:6.3f}" for v in row))
+    return 0
+
+
+def _torch_embeddings(cfg, params, ids: list[list[int]]) -> np.ndarray:
+    import torch
+
+    from glassformer.torch_model import from_params, sentence_embeddings
+
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    T = max(len(x) for x in ids)
+    batch = torch.tensor([x + [0] * (T - len(x)) for x in ids])
+    valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in ids])
+    with torch.no_grad():
+        return sentence_embeddings(model, batch, valid).double().numpy()
+
+
 def cmd_eval(args) -> int:
     import torch
 
@@ -772,7 +888,7 @@ def _encode(tok, text: str, cfg, room: int = 0) -> list[int]:
     """Token ids of user text, with the checks the engines expect (never empty, never too long)."""
     if not text.strip():
         raise GlassformerError("the text is empty: give at least one word")
-    ids, unknown = tok.encode_with_unknown(text)
+    ids, unknown = tok.encode_for_model(text)
     if not ids:
         raise GlassformerError("the text has no tokens: give at least one word")
     if unknown:

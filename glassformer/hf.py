@@ -53,7 +53,6 @@ GPT2_FIXED = {
     "arch": "decoder",
     "norm": "pre",
     "positions": "learned",
-    "bias": True,
     "embed_scale": False,
     "type_vocab_size": 0,
     "embed_norm": False,
@@ -348,8 +347,17 @@ def gpt2_to_glassformer(state: dict, cfg: Config) -> dict:
 
 
 def glassformer_to_gpt2(params: dict, cfg: Config) -> dict:
-    """spec(cfg) tensors -> a GPT2LMHeadModel state dict (with the tied `lm_head.weight`)."""
+    """spec(cfg) tensors -> a GPT2LMHeadModel state dict (with the tied `lm_head.weight`).
+
+    GPT-2 always has biases: a bias=False model gets zero biases (the same function)."""
     _require(cfg, "GPT-2", GPT2_FIXED | {"tie_embeddings": True})
+    if not cfg.bias:
+        import dataclasses
+
+        cfg_b = dataclasses.replace(cfg, bias=True)
+        like = next(iter(params.values()))
+        zeros = {n: _like(np.zeros(s), like) for n, s in spec(cfg_b).items() if n not in params}
+        params, cfg = {**params, **zeros}, cfg_b
     out = _to_theirs(params, GPT2, cfg, "GPT-2")
     out["lm_head.weight"] = _copy(out["transformer.wte.weight"])
     return out

@@ -327,6 +327,16 @@ def classify(p: Params, cfg: Config, ids, valid=None):
     return logits
 
 
+def sentence_embedding(p: Params, cfg: Config, ids, types=None):
+    """Mean of the encoder outputs over the tokens, then divided by its L2 norm (the mean pooling
+    of sentence-transformers, as all-MiniLM-L6-v2 is used). ids (S,) -> (C,)."""
+    if not cfg.has_encoder:
+        raise ValueError("sentence_embedding() needs a model with an encoder")
+    H = encode(p, cfg, ids, types=types)  # (S, C)
+    pooled = tap("pooled", H.mean(axis=0))  # (C,)
+    return tap("embedding", pooled / max(np.linalg.norm(pooled), 1e-12))  # (C,)
+
+
 def next_token_logits(p: Params, cfg: Config, src_ids=None):
     """A step function for `decode`: decoder ids so far -> logits of the next token (V,).
 

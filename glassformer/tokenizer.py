@@ -135,6 +135,11 @@ class Tokenizer:
             ids.append(i)
         return self._wrap(ids, add_bos, add_eos), unknown
 
+    def encode_for_model(self, text: str) -> tuple[list[int], list[str]]:
+        """The ids a model of this tokenizer takes for `text` (and the unknown pieces): the plain
+        pieces here; a Hugging Face tokenizer adds its template ([CLS] ... [SEP] for BERT)."""
+        return self.encode_with_unknown(text)
+
     def _wrap(self, ids: list[int], add_bos: bool, add_eos: bool) -> list[int]:
         for role, wanted in (("bos", add_bos), ("eos", add_eos)):
             if wanted and role not in self.specials:
@@ -282,14 +287,17 @@ class BPETokenizer(Tokenizer):
     kind = "bpe"
     _noun = "token"
 
+    _model_types: tuple[str, ...] | None = ("BPE",)
+
     def __init__(self, hf_json: str, specials: dict[str, str] | None = None) -> None:
-        self._hf = _hf_from_json(hf_json)
+        self._hf = _hf_from_json(hf_json, self._model_types)
         ids = self._hf.get_vocab(with_added_tokens=True)
         vocab = sorted(ids, key=ids.__getitem__)
         if [ids[t] for t in vocab] != list(range(len(vocab))):
-            raise TokenizerError("BPE token ids are not 0..n-1 without gaps; re-train it")
+            raise TokenizerError("tokenizer ids are not 0..n-1 without gaps; it cannot be used")
         normalizer = json.loads(hf_json).get("normalizer") or {}
-        super().__init__(vocab, specials, normalizer.get("type") == "Lowercase")
+        lowercase = normalizer.get("type") == "Lowercase" or bool(normalizer.get("lowercase"))
+        super().__init__(vocab, specials, lowercase)
         self.hf_json = hf_json
 
     def tokenize(self, text: str) -> list[str]:
@@ -358,10 +366,108 @@ class BPETokenizer(Tokenizer):
         return cls(hf.to_str(), specials)
 
 
+class HFTokenizer(BPETokenizer):
+    """Any Hugging Face `tokenizer.json` (WordPiece for BERT, byte-level BPE for GPT-2, ...), run
+    by the `tokenizers` library exactly as `transformers` runs it: its normaliser (BERT's
+    lowercasing and accent stripping), pre-tokeniser, model and decoder.
+
+    `encode(text)` gives the pieces without the model's template; `add_bos` / `add_eos` put the
+    `bos` / `eos` specials around them, which for BERT (bos = [CLS], eos = [SEP]) is the library's
+    own `encode(text).ids`. Unknown pieces are the input substrings that became [UNK].
+    """
+
+    kind = "hf"
+    _model_types = None  # any
+
+    def encode_with_unknown(
+        self, text: str, add_bos: bool = False, add_eos: bool = False
+    ) -> tuple[list[int], list[str]]:
+        ids, unknown = self._encode(text, template=False)
+        return self._wrap(ids, add_bos, add_eos), unknown
+
+    def encode_for_model(self, text: str) -> tuple[list[int], list[str]]:
+        """The library's own `encode(text).ids`, template included (BERT: [CLS] ... [SEP])."""
+        return self._encode(text, template=True)
+
+    def _encode(self, text: str, template: bool) -> tuple[list[int], list[str]]:
+        enc = self._hf.encode(text, add_special_tokens=template)
+        unk, spans = self.unk_id, zip(enc.ids, enc.offsets, strict=True)
+        return enc.ids, [text[a:b] for i, (a, b) in spans if i == unk and b > a]
+
+    def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
+        self.tokens(ids)  # range and type checks with our messages
+        return self._hf.decode(list(ids), skip_special_tokens=skip_special)
+
+    @classmethod
+    def from_files(cls, folder: str | Path) -> HFTokenizer:
+        """A Hugging Face model folder's tokenizer: tokenizer.json, else a WordPiece vocab.txt
+        (lowercased when tokenizer_config.json says do_lower_case), else vocab.json + merges.txt
+        (GPT-2 byte-level BPE). Specials come from special_tokens_map.json or the usual names."""
+        folder = Path(folder)
+        tk = _hf_module()
+        config = _read_json(folder / "tokenizer_config.json")
+        if (folder / "tokenizer.json").is_file():
+            hf_json = (folder / "tokenizer.json").read_text(encoding="utf-8")
+        elif (folder / "vocab.txt").is_file():
+            lower = bool(config.get("do_lower_case", True))
+            wp = tk.BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lower)
+            hf_json = wp._tokenizer.to_str()
+        elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+            bpe = tk.ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+            hf_json = bpe._tokenizer.to_str()
+        else:
+            raise TokenizerError(
+                f"{folder} has no tokenizer.json, vocab.txt or vocab.json + merges.txt; "
+                "save the tokenizer there (tokenizer.save_pretrained) or import without one"
+            )
+        hf = _hf_from_json(hf_json, None)
+        vocab = hf.get_vocab(with_added_tokens=True)
+        named = _read_json(folder / "special_tokens_map.json") | config
+        specials = {}
+        for role, keys in _HF_SPECIAL_KEYS.items():
+            for key in keys:
+                token = named.get(key)
+                token = token.get("content") if isinstance(token, dict) else token
+                if isinstance(token, str) and token in vocab:
+                    specials[role] = token
+                    break
+            else:
+                found = [t for t in _HF_SPECIAL_NAMES[role] if t in vocab]
+                if found:
+                    specials[role] = found[0]
+        return cls(hf_json, specials)
+
+
+# Where Hugging Face folders name their specials, and the usual tokens when they do not.
+_HF_SPECIAL_KEYS = {
+    "pad": ("pad_token",),
+    "unk": ("unk_token",),
+    "bos": ("cls_token", "bos_token"),
+    "eos": ("sep_token", "eos_token"),
+}
+_HF_SPECIAL_NAMES = {
+    "pad": ("[PAD]", "<pad>"),
+    "unk": ("[UNK]", "<unk>"),
+    "bos": ("[CLS]", "<s>", "<|endoftext|>"),
+    "eos": ("[SEP]", "</s>", "<|endoftext|>"),
+}
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise TokenizerError(f"{path} is not valid JSON ({e}); fix or remove it") from None
+    return data if isinstance(data, dict) else {}
+
+
 _KINDS: dict[str, type[Tokenizer]] = {
     "word": WordTokenizer,
     "char": CharTokenizer,
     "bpe": BPETokenizer,
+    "hf": HFTokenizer,
 }
 
 
@@ -439,7 +545,7 @@ def _hf_module():
     return tokenizers
 
 
-def _hf_from_json(hf_json: str):
+def _hf_from_json(hf_json: str, model_types: tuple[str, ...] | None = ("BPE",)):
     tk = _hf_module()
     try:
         model = json.loads(hf_json)["model"]["type"]
@@ -448,7 +554,11 @@ def _hf_from_json(hf_json: str):
         raise TokenizerError(
             f"the embedded Hugging Face tokenizer is unreadable ({e}); re-save it"
         ) from None
-    if model != "BPE":
+    # A saved tokenizer.json may carry padding / truncation settings (all-MiniLM-L6-v2 pads to
+    # 128): ids here are the text's own tokens, as `transformers` gives them by default.
+    hf.no_padding()
+    hf.no_truncation()
+    if model_types is not None and model not in model_types:
         raise TokenizerError(f"the embedded Hugging Face tokenizer is {model}, not BPE; re-train")
     return hf
 

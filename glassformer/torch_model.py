@@ -473,6 +473,14 @@ def _key_mask(valid: Tensor | None) -> Tensor | None:
 # -- functions around the model -----------------------------------------------------------------
 
 
+def sentence_embeddings(model: Transformer, ids: Tensor, valid: Tensor | None = None) -> Tensor:
+    """Mean of the encoder outputs over the real tokens, L2-normalised. ids (B, S) -> (B, C)."""
+    H = model.encoder(ids, _key_mask(valid))  # (B, S, C)
+    keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
+    pooled = (H * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1e-9)  # (B, C)
+    return F.normalize(pooled, p=2.0, dim=-1, eps=1e-12)
+
+
 def from_params(cfg: Config, params: dict, dtype=torch.float64, dropout: float = 0.0):
     """A Transformer holding the given {name: array} weights (NumPy or torch), strictly matched."""
     model = Transformer(cfg, dropout=dropout).to(dtype)

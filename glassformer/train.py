@@ -570,7 +570,7 @@ def prepare_task(
 
         def batches(ex, seed, shuffle):
             return D.ClassBatches(
-                [tok.encode(s)[:L] or [tok.pad_id] for s, _ in ex],
+                [tok.encode_for_model(s)[0][:L] or [tok.pad_id] for s, _ in ex],
                 [y for _, y in ex],
                 tok.pad_id,
                 tcfg.batch_size,

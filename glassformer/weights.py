@@ -147,21 +147,34 @@ def save(
 ) -> Path:
     """Write config.json + model.safetensors (+ tokenizer.json, + `extra` files such as the
     training state) atomically into directory `path`."""
-    from safetensors.numpy import save_file
 
     if dtype not in STORABLE_DTYPES:
         raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
     check(cfg, params, where="save")
+    tensors = {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
+    files = {CONFIG_FILE: cfg.to_json().encode()}
+    if tokenizer is not None:
+        files[TOKENIZER_FILE] = tokenizer.to_json().encode()
+    return write_directory(path, files | (extra or {}), {WEIGHTS_FILE: tensors})
+
+
+def write_directory(
+    path: str | Path,
+    files: dict[str, bytes],
+    tensors: dict[str, dict[str, np.ndarray]],
+    metadata: dict[str, str] | None = None,
+) -> Path:
+    """Write a directory of plain files and safetensors files ({file name: {name: array}})
+    atomically: it is built beside `path`, synced, then swapped in."""
+    from safetensors.numpy import save_file
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
     try:
-        tensors = {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
-        save_file(tensors, str(tmp / WEIGHTS_FILE), metadata={"format": "glassformer"})
-        (tmp / CONFIG_FILE).write_text(cfg.to_json())
-        if tokenizer is not None:
-            (tmp / TOKENIZER_FILE).write_text(tokenizer.to_json())
-        for name, data in (extra or {}).items():
+        for name, arrays in tensors.items():
+            save_file(arrays, str(tmp / name), metadata=metadata or {"format": "glassformer"})
+        for name, data in files.items():
             (tmp / name).write_bytes(data)
         umask = os.umask(0)
         os.umask(umask)
@@ -216,13 +229,20 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def load(path: str | Path, dtype=np.float64):
-    """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked."""
+    """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked.
+
+    A Hugging Face model folder (its config.json names a `model_type`) is imported on the fly.
+    """
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
+    from glassformer import hf_dir
     from glassformer import tokenizer as tok
 
     path = Path(path)
+    if hf_dir.is_hf_folder(path):
+        imported = hf_dir.load(path, dtype)
+        return imported.cfg, imported.params, imported.tokenizer
     if not path.is_dir():
         raise CheckpointError(
             f"checkpoint {path} not found: expected a directory with "

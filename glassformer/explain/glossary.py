@@ -34,6 +34,7 @@ EQUATIONS: dict[str, str] = {
     "logits": "logits = h·W_out + b",
     "probs": "softmax(logits)",
     "pooled": "mean of the encoder outputs over the real tokens",
+    "embedding": "pooled / ‖pooled‖₂: the sentence embedding (unit length)",
 }
 
 _CROSS = {
