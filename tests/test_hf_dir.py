@@ -200,11 +200,21 @@ def test_refusals_name_the_problem(bert_dir, tmp_path, capsys):
     from safetensors.torch import save_file
 
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    drop = "encoder.layer.1.output.dense.bias"
     cases = {
-        "missing": ({k: v for k, v in state.items() if "layer.1.output.dense.bias" not in k}, r"no tensor 'encoder\.layer\.1\.output\.dense\.bias'"),
-        "unexpected": (state | {"encoder.layer.5.output.dense.bias": torch.zeros(24)}, r"unexpected tensor 'encoder\.layer\.5"),
-        "shape": (state | {"embeddings.word_embeddings.weight": torch.zeros(7, 24)}, r"embeddings\.word_embeddings\.weight.*shape \(7, 24\)"),
-    }  # fmt: skip
+        "missing": (
+            {k: v for k, v in state.items() if k != drop},
+            r"no tensor 'encoder\.layer\.1\.output\.dense\.bias'",
+        ),
+        "unexpected": (
+            state | {"encoder.layer.5.output.dense.bias": torch.zeros(24)},
+            r"unexpected tensor 'encoder\.layer\.5",
+        ),
+        "shape": (
+            state | {"embeddings.word_embeddings.weight": torch.zeros(7, 24)},
+            r"embeddings\.word_embeddings\.weight.*shape \(7, 24\)",
+        ),
+    }
     for name, (tensors, message) in cases.items():
         d = tmp_path / name
         d.mkdir()

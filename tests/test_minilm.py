@@ -51,7 +51,8 @@ def hf_embeddings():
     mask = batch["attention_mask"][..., None].float()
     pooled = (H * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
     E = torch.nn.functional.normalize(pooled, p=2, dim=1)
-    ids = [row[m.bool()].tolist() for row, m in zip(batch["input_ids"], batch["attention_mask"])]
+    rows = zip(batch["input_ids"], batch["attention_mask"], strict=True)
+    ids = [row[m.bool()].tolist() for row, m in rows]
     return E.double().numpy(), ids
 
 
