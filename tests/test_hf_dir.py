@@ -185,7 +185,7 @@ def test_weights_only_bin_is_read_and_a_pickle_is_refused(bert_dir, tmp_path):
         def __reduce__(self):
             return (print, ("pwned",))
 
-    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Evil()}))
+    (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Evil()}, protocol=2))
     with pytest.raises(CheckpointError, match="not a weights-only PyTorch file"):
         weights.load(tmp_path)
 
