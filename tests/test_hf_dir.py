@@ -17,7 +17,7 @@ transformers = pytest.importorskip("transformers")
 from glassformer import hf_dir, reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
-from glassformer.tokenizer import HFTokenizer  # noqa: E402
+from glassformer.tokenizer import BPETokenizer, HFTokenizer  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 
 WORDS = "the a man woman eats food bread hola mundo el la come pan hello world is".split()
@@ -43,12 +43,12 @@ def write_wordpiece(folder) -> None:
 @pytest.fixture(scope="module")
 def gpt2_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("gpt2")
-    config = transformers.GPT2Config(
-        vocab_size=len(VOCAB), n_positions=16, n_embd=24, n_layer=2, n_head=3
-    )
+    config = transformers.GPT2Config(vocab_size=300, n_positions=24, n_embd=24, n_layer=2, n_head=3)
     model = transformers.GPT2LMHeadModel(config).eval()
     randomize(model, 0)
     model.save_pretrained(folder)
+    bpe = BPETokenizer.train([" ".join(WORDS) * 3], vocab_size=300)
+    (folder / "tokenizer.json").write_text(bpe.hf_json)
     return folder, model
 
 
@@ -94,6 +94,22 @@ def test_gpt2_folder_in_and_out(gpt2_dir, tmp_path, capsys):
     with torch.no_grad():
         assert torch.equal(back(ids).logits, want)
     assert "imported gpt2" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("engine", ["torch", "reference"])
+def test_generate_reads_a_gpt2_folder_like_transformers(gpt2_dir, engine, capsys):
+    folder, model = gpt2_dir
+    tok = HFTokenizer.from_files(folder)
+    prompt = "hello world"
+    ids = tok.encode_for_model(prompt)[0]
+    with torch.no_grad():
+        out = model.generate(
+            torch.tensor([ids]), max_new_tokens=8, do_sample=False, eos_token_id=tok.eos_id
+        )
+    want = tok.decode(out[0].tolist())
+    argv = ["generate", str(folder), prompt, "--max-new-tokens", "8", "--engine", engine]
+    assert main(argv) == 0
+    assert capsys.readouterr().out == want + "\n"
 
 
 def test_a_trained_glassformer_decoder_exports_to_gpt2(tmp_path):
