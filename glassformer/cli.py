@@ -758,7 +758,13 @@ def cmd_embed(args) -> int:
 
 
 def _torch_embeddings(cfg, params, ids: list[list[int]]) -> np.ndarray:
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise GlassformerError(
+            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
+            "or use --engine reference"
+        ) from None
 
     from glassformer.torch_model import from_params, sentence_embeddings
 

@@ -65,8 +65,8 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 def silu(x: np.ndarray) -> np.ndarray:
-    """SiLU / swish: x · σ(x) = x / (1 + e^(-x))."""
-    return x / (1.0 + np.exp(-x))
+    """SiLU / swish: x · σ(x), with σ(x) = (1 + tanh(x/2)) / 2 (no overflow for large |x|)."""
+    return x * 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
 def gelu(x: np.ndarray) -> np.ndarray:

@@ -216,8 +216,13 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        acts = {"relu": nn.ReLU, "gelu": nn.GELU, "gelu_tanh": lambda: nn.GELU("tanh")}
-        self.act = (acts | {"silu": nn.SiLU})[cfg.activation]()
+        acts = {
+            "relu": nn.ReLU,
+            "gelu": nn.GELU,
+            "gelu_tanh": lambda: nn.GELU("tanh"),
+            "silu": nn.SiLU,
+        }
+        self.act = acts[cfg.activation]()
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

@@ -147,7 +147,6 @@ def save(
 ) -> Path:
     """Write config.json + model.safetensors (+ tokenizer.json, + `extra` files such as the
     training state) atomically into directory `path`."""
-
     if dtype not in STORABLE_DTYPES:
         raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
     check(cfg, params, where="save")

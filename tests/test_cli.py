@@ -246,7 +246,9 @@ sys.modules["torch"] = None  # any `import torch` now fails, as on a machine wit
 from glassformer.cli import main
 codes = [main(["walkthrough", "self-attention"]), main(["init", sys.argv[1]]),
          main(["explain", sys.argv[1], "hello world", "--only", "logits"]),
-         main(["generate", sys.argv[1], "hello world"])]
+         main(["generate", sys.argv[1], "hello world"]),
+         main(["embed", sys.argv[1], "hello world", "--engine", "reference"]),
+         main(["embed", sys.argv[1], "hello world"])]
 print("codes", codes)
 """
 
@@ -256,4 +258,5 @@ def test_numpy_parts_work_without_torch(tmp_path):
         [sys.executable, "-c", NO_TORCH, str(tmp_path / "ck")], capture_output=True, text=True
     )
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "codes [0, 0, 0, 0]" in r.stdout
+    assert "codes [0, 0, 0, 0, 0, 2]" in r.stdout
+    assert "--engine torch needs PyTorch" in r.stderr
