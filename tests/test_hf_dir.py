@@ -278,3 +278,17 @@ def test_train_classify_fine_tunes_an_imported_encoder(bert_dir, tmp_path):
         - model.encoder.layer[0].intermediate.dense.weight.detach().double().numpy()
     )
     assert 0 < float(np.abs(moved).max()) < 0.1  # started from the imported weights, then trained
+
+
+def test_export_hf_refuses_what_it_cannot_write(tmp_path, capsys):
+    from glassformer.config import preset
+
+    for name, cfg in {
+        "encdec": preset("hello-world"),
+        "classifier": preset("encoder-classifier").override("n_classes=2"),
+    }.items():
+        weights.save(tmp_path / name, cfg, weights.init(cfg))
+        assert main(["export-hf", str(tmp_path / name), str(tmp_path / f"{name}-hf")]) == 2
+        err = capsys.readouterr().err
+        assert "export-hf writes decoder-only models" in err and err.count("\n") == 1
+        assert not (tmp_path / f"{name}-hf").exists()
