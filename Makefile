@@ -20,6 +20,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: $(STAMP)
 	$(BIN)/glassformer walkthrough hello-world
+	$(BIN)/glassformer translate models/en-es "Hello world."
 
 # tests/test_browser.py drives headless Chromium: install the Debian packages when missing
 # (as root, or with sudo when it is there). GLASSFORMER_SKIP_BROWSER=1 skips that test instead.
