@@ -408,6 +408,11 @@ def bert_to_glassformer(state: dict, cfg: Config, skip_unmapped: bool = False) -
     return _to_ours(state, BERT, cfg, "BERT", BERT_UNMAPPED, BERT_IGNORED, skip_unmapped)
 
 
+def bert_unmapped(state: dict) -> dict[str, str]:
+    """{name: reason} of the BERT tensors that `bert_to_glassformer` leaves out."""
+    return unmapped_in(_strip_prefix(state, "bert."), BERT_UNMAPPED)
+
+
 def glassformer_to_bert(params: dict, cfg: Config) -> dict:
     """A BertModel state dict without the pooler (BERT_UNMAPPED) from spec(cfg) tensors."""
     _require(cfg, "BERT", BERT_FIXED | {"n_classes": 0})

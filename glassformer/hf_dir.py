@@ -57,15 +57,16 @@ def is_hf_folder(path: str | Path) -> bool:
         return False
 
 
-def _families():
-    def marian(state, cfg, skip):
-        return hf.marian_to_glassformer(state, cfg)
-
-    return {
-        "gpt2": (hf.gpt2_config, lambda state, cfg, skip: hf.gpt2_to_glassformer(state, cfg)),
-        "bert": (hf.bert_config, hf.bert_to_glassformer),
-        "marian": (hf.marian_config, marian),
-    }
+# model_type -> (HF config -> Config, HF tensors -> ours, tensors left out with their reasons)
+FAMILIES = {
+    "gpt2": (hf.gpt2_config, hf.gpt2_to_glassformer, lambda state: {}),
+    "bert": (
+        hf.bert_config,
+        lambda state, cfg: hf.bert_to_glassformer(state, cfg, skip_unmapped=True),
+        hf.bert_unmapped,
+    ),
+    "marian": (hf.marian_config, hf.marian_to_glassformer, lambda state: {}),
+}
 
 
 def _numpy(x) -> np.ndarray:
@@ -144,13 +145,12 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
     folder = Path(folder)
     d = _read_config(folder)
     family = d.get("model_type")
-    families = _families()
-    if family not in families:
+    if family not in FAMILIES:
         raise CheckpointError(
             f"{folder}: model_type {family!r} is not supported; glassformer imports "
-            f"{', '.join(families)} (BERT-family encoders such as MiniLM are 'bert')"
+            f"{', '.join(FAMILIES)} (BERT-family encoders such as MiniLM are 'bert')"
         )
-    make_config, convert = families[family]
+    make_config, convert, left_out = FAMILIES[family]
     try:
         cfg = make_config(d)
     except KeyError as e:
@@ -158,8 +158,8 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
     except GlassformerError as e:
         raise CheckpointError(f"{folder / CONFIG_FILE}: {e}") from None
     state = read_state(folder)
-    skipped = hf.unmapped_in(state, hf.BERT_UNMAPPED) if family == "bert" else {}
-    params = convert(state, cfg, True)
+    skipped = left_out(state)
+    params = convert(state, cfg)
     params = {n: np.asarray(params[n], dtype=dtype) for n in spec(cfg)}
     check(cfg, params, where=str(folder))
     notes = []

@@ -206,6 +206,22 @@ def test_weights_only_bin_is_read_and_a_pickle_is_refused(bert_dir, tmp_path):
         weights.load(tmp_path)
 
 
+def test_bfloat16_and_prefixed_folders(bert_dir, tmp_path):
+    """A bf16 safetensors file (NumPy has no bf16: read through torch) of a `bert.`-prefixed
+    model with a masked-LM head: imported, the head and pooler reported as left out."""
+    from safetensors.torch import save_file
+
+    folder, model = bert_dir
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    state = {f"bert.{k}": v.to(torch.bfloat16) for k, v in model.state_dict().items()}
+    state["cls.predictions.bias"] = torch.zeros(len(VOCAB), dtype=torch.bfloat16)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(tmp_path / "model.safetensors"))
+    imp = hf_dir.load(tmp_path)
+    assert set(imp.skipped) == {"pooler.dense.weight", "pooler.dense.bias", "cls.predictions.bias"}
+    want = model.embeddings.word_embeddings.weight.detach().to(torch.bfloat16).double().numpy()
+    np.testing.assert_array_equal(imp.params["encoder.tok_embed.weight"], want)
+
+
 def test_refusals_name_the_problem(bert_dir, tmp_path, capsys):
     folder, model = bert_dir
     bad = tmp_path / "llama"
