@@ -23,6 +23,7 @@ Deliberately not here: downloading, tokenizers, generation settings.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -352,8 +353,6 @@ def glassformer_to_gpt2(params: dict, cfg: Config) -> dict:
     GPT-2 always has biases: a bias=False model gets zero biases (the same function)."""
     _require(cfg, "GPT-2", GPT2_FIXED | {"tie_embeddings": True})
     if not cfg.bias:
-        import dataclasses
-
         cfg_b = dataclasses.replace(cfg, bias=True)
         like = next(iter(params.values()))
         zeros = {n: _like(np.zeros(s), like) for n, s in spec(cfg_b).items() if n not in params}

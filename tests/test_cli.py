@@ -206,38 +206,16 @@ def test_generate_engines_and_strategies_agree(capsys, ckpt):
 def test_explain_shows_beam_and_sampling_steps(capsys, ckpt, tmp_path):
     """The report explains the decoding strategy: the beam after each step, or what the sampling
     filters kept."""
-    beam = tmp_path / "beam.html"
-    code, _, err = run(
-        capsys,
-        "explain",
-        str(ckpt),
-        "hello world",
-        "--strategy",
-        "beam",
-        "--beam-width",
-        "3",
-        "--html",
-        str(beam),
-    )
-    assert code == 0, err
-    assert "beam after step 0" in beam.read_text()
-    sample = tmp_path / "sample.html"
-    code, _, err = run(
-        capsys,
-        "explain",
-        str(ckpt),
-        "hello world",
-        "--strategy",
-        "sample",
-        "--top-k",
-        "2",
-        "--seed",
-        "1",
-        "--html",
-        str(sample),
-    )
-    assert code == 0, err
-    assert "sampling kept 2 tokens" in sample.read_text()
+    cases = {
+        "beam": (["--strategy", "beam", "--beam-width", "3"], "beam after step 0"),
+        "sample": (["--strategy", "sample", "--top-k", "2", "--seed", "1"], "sampling kept 2"),
+    }
+    for name, (options, shown) in cases.items():
+        page = tmp_path / f"{name}.html"
+        argv = ["explain", str(ckpt), "hello world", *options, "--html", str(page)]
+        code, _, err = run(capsys, *argv)
+        assert code == 0, err
+        assert shown in page.read_text()
 
 
 NO_TORCH = """

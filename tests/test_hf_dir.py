@@ -118,10 +118,10 @@ def test_a_trained_glassformer_decoder_exports_to_gpt2(tmp_path):
     from glassformer.config import preset
     from glassformer.tokenizer import CharTokenizer
 
-    cfg = preset("char-lm").override("d_model=32", "n_decoder_layers=2", "vocab_size=20")
-    params = weights.init(cfg, seed=3, std=0.3)
     tok = CharTokenizer.train(["abcdefghijklmnop"])
-    cfg = cfg.override(f"vocab_size={tok.vocab_size}")
+    cfg = preset("char-lm").override(
+        "d_model=32", "n_decoder_layers=2", f"vocab_size={tok.vocab_size}"
+    )
     params = weights.init(cfg, seed=3, std=0.3)
     weights.save(tmp_path / "ck", cfg, params, tokenizer=tok, dtype="float32")
     assert main(["export-hf", str(tmp_path / "ck"), str(tmp_path / "hf")]) == 0

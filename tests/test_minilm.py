@@ -41,10 +41,15 @@ def minilm():
 
 
 @pytest.fixture(scope="module")
-def hf_embeddings():
+def hf_model():
+    return transformers.BertModel.from_pretrained(FOLDER, local_files_only=True).eval()
+
+
+@pytest.fixture(scope="module")
+def hf_embeddings(hf_model):
     """The oracle: transformers' BertModel on the same files, sentence-transformers' pooling."""
     tok = transformers.AutoTokenizer.from_pretrained(FOLDER, local_files_only=True)
-    model = transformers.BertModel.from_pretrained(FOLDER, local_files_only=True).eval()
+    model = hf_model
     batch = tok(TEXTS, padding=True, return_tensors="pt")
     with torch.no_grad():
         H = model(**batch).last_hidden_state  # (B, S, C)
@@ -71,12 +76,14 @@ def test_token_ids_equal_the_tokenizers_library(minilm):
     ]
 
 
-def test_config_is_minilm(minilm):
+def test_config_is_minilm(minilm, hf_model):
     cfg, params, tok = minilm
     assert (cfg.d_model, cfg.n_heads, cfg.n_encoder_layers, cfg.d_ff) == (384, 12, 6, 1536)
     assert (cfg.vocab_size, cfg.type_vocab_size, cfg.ln_eps) == (30522, 2, 1e-12)
     assert cfg.embed_norm and cfg.activation == "gelu" and cfg.norm == "post"
-    assert weights.n_params(cfg) == 22_565_376  # BertModel's 22,713,216 minus the pooler's 147,840
+    theirs = {n: p.numel() for n, p in hf_model.named_parameters()}
+    pooler = sum(v for n, v in theirs.items() if n.startswith("pooler."))
+    assert weights.n_params(cfg) == sum(theirs.values()) - pooler == 22_565_376
 
 
 def test_torch_engine_embeddings_equal_transformers(minilm, hf_embeddings):
