@@ -38,6 +38,10 @@ class Config:
         (GPT-2) or "silu" (x·sigmoid(x), Marian's "swish").
     bias: whether every linear layer (Q, K, V, W_O, FFN, output head) has a bias.
     tie_embeddings: the output head reuses the decoder's token embedding matrix.
+    share_embeddings: encoder-decoder only: the encoder reads its tokens through the decoder's
+        embedding matrix (`decoder.tok_embed.weight`; there is no `encoder.tok_embed.weight`), so
+        one matrix serves source, target and, with tie_embeddings, the output head (Vaswani et
+        al. section 3.4 with a joint vocabulary; Marian's `shared`).
     n_classes: size of the classifier head on an encoder (0: the encoder returns hidden states).
     embed_scale: token embeddings are multiplied by √d_model before positions are added
         (Vaswani et al. section 3.4; Marian).
@@ -63,6 +67,7 @@ class Config:
     activation: Activation = "relu"
     bias: bool = True
     tie_embeddings: bool = False
+    share_embeddings: bool = False
     ln_eps: float = 1e-5
     n_classes: int = 0
     embed_scale: bool = False
@@ -121,6 +126,11 @@ class Config:
             raise ConfigError(
                 "logits_bias needs an output head over the vocabulary; "
                 "arch='encoder' has none: set logits_bias=false"
+            )
+        if self.share_embeddings and self.arch != "encoder-decoder":
+            raise ConfigError(
+                "share_embeddings shares one token embedding between an encoder and a decoder; "
+                f"arch={self.arch!r} has one stack: set share_embeddings=false"
             )
         if self.arch == "encoder" and self.tie_embeddings:
             raise ConfigError(
@@ -203,6 +213,8 @@ class Config:
                     out[name] = None
             if new != "encoder":
                 out["n_classes"] = 0
+            if new != "encoder-decoder":
+                out["share_embeddings"] = False
         return out
 
 

@@ -219,7 +219,8 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
     """
     ids = np.asarray(ids, dtype=np.int64)
     T = ids.shape[0]
-    X = p[f"{stack}.tok_embed.weight"][ids]  # (T, C)
+    table = "decoder" if cfg.share_embeddings else stack  # one matrix for source and target
+    X = p[f"{table}.tok_embed.weight"][ids]  # (T, C)
     X = tap("X", X * math.sqrt(cfg.d_model) if cfg.embed_scale else X)  # (T, C)
     x = X
     if cfg.positions != "none":

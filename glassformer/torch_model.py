@@ -307,11 +307,14 @@ class Block(nn.Module):
 class Stack(nn.Module):
     """Token embedding + positions, then n blocks, then (pre-LN) a final LayerNorm."""
 
-    def __init__(self, cfg: Config, n_layers: int, cross: bool, dropout: float = 0.0):
+    def __init__(
+        self, cfg: Config, n_layers: int, cross: bool, dropout: float = 0.0, own_embed: bool = True
+    ):
         super().__init__()
         self.positions = cfg.positions
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
-        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        if own_embed:  # else forward() is given the shared table (Config.share_embeddings)
+            self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
         if cfg.positions == "learned":
             self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
         elif cfg.positions != "none":
@@ -335,11 +338,13 @@ class Stack(nn.Module):
         memory_mask: Tensor | None = None,
         cache: KVCache | None = None,
         types: Tensor | None = None,
+        tok_embed: nn.Embedding | None = None,
     ) -> Tensor:
-        """ids (B, T) -> (B, T, C). types (B, T): token types (type_vocab_size; default 0)."""
+        """ids (B, T) -> (B, T, C). types (B, T): token types (type_vocab_size; default 0).
+        tok_embed: the embedding table of a stack that has none of its own (shared)."""
         start = cache.length if cache is not None else 0
         T = ids.shape[1]
-        X = self.tok_embed(ids)  # (B, T, C)
+        X = (tok_embed or self.tok_embed)(ids)  # (B, T, C)
         x = X = _tap("X", X * self.scale if self.scale is not None else X)
         if self.positions != "none":
             if self.positions == "learned":
@@ -383,7 +388,8 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         if cfg.has_encoder:
-            self.encoder = Stack(cfg, cfg.n_encoder_layers, cross=False, dropout=dropout)
+            own = not cfg.share_embeddings
+            self.encoder = Stack(cfg, cfg.n_encoder_layers, False, dropout, own_embed=own)
         if cfg.has_decoder:
             cross = cfg.arch == "encoder-decoder"
             self.decoder = Stack(cfg, cfg.n_decoder_layers, cross=cross, dropout=dropout)
@@ -424,8 +430,10 @@ class Transformer(nn.Module):
             else:
                 if src_ids is None:
                     raise ValueError("an encoder-decoder model needs src_ids")
+                shared = self.decoder.tok_embed if cfg.share_embeddings else None
                 with _scope("encoder"):
-                    memory = self.encoder(src_ids, _key_mask(src_valid))  # (B, S, C)
+                    memory = self.encoder(src_ids, _key_mask(src_valid), tok_embed=shared)
+                    # memory: (B, S, C)
                 if cache is not None:
                     cache.memory, cache.memory_valid = memory, src_valid
             memory_mask = _key_mask(src_valid)
@@ -480,7 +488,8 @@ def _key_mask(valid: Tensor | None) -> Tensor | None:
 
 def sentence_embeddings(model: Transformer, ids: Tensor, valid: Tensor | None = None) -> Tensor:
     """Mean of the encoder outputs over the real tokens, L2-normalised. ids (B, S) -> (B, C)."""
-    H = model.encoder(ids, _key_mask(valid))  # (B, S, C)
+    shared = model.decoder.tok_embed if model.cfg.share_embeddings else None
+    H = model.encoder(ids, _key_mask(valid), tok_embed=shared)  # (B, S, C)
     keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
     pooled = (H * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1e-9)  # (B, C)
     return F.normalize(pooled, p=2.0, dim=-1, eps=1e-12)

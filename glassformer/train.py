@@ -93,6 +93,25 @@ class TrainConfig:
         return dataclasses.replace(self, **parse_assignments(TrainConfig, assignments))
 
 
+# Each task's training recipe: TrainConfig values that `glassformer train TASK` starts from
+# (--set changes any of them). translate: the recipe measured best per step by
+# benchmarks/translate_quality_per_step.py (README, "Training").
+TASK_DEFAULTS: dict[str, dict] = {
+    "lm": {},
+    "translate": dict(
+        max_tokens=5000,
+        lr=1e-3,
+        min_lr=2e-5,
+        warmup_steps=500,
+        beta2=0.98,
+        weight_decay=0.01,
+        dropout=0.1,
+        label_smoothing=0.1,
+    ),
+    "classify": {},
+}
+
+
 def lr_at(step: int, t: TrainConfig, time_fraction: float = 0.0) -> float:
     """Linear warmup to lr over warmup_steps, then cosine decay to min_lr at max_steps, or at the
     end of the time budget (`time_fraction` of max_minutes used), whichever comes first."""
@@ -136,7 +155,7 @@ class Task:
 
 def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice(None)):
     """Mean cross-entropy of one micro-batch and its number of counted tokens (or examples)."""
-    t = {k: torch.as_tensor(v[rows]) for k, v in batch.items() if isinstance(v, np.ndarray)}
+    t = _tensors(model, batch, rows)
     if kind == "lm":
         logits = model(t["x"])  # (B, T, V)
         return F.cross_entropy(logits.flatten(0, 1).float(), t["y"].flatten()), t["y"].numel()
@@ -154,6 +173,16 @@ def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice
         return loss, int(t["tgt_valid"].sum())
     logits = model(t["x"], valid=t["valid"])  # (B, n_classes)
     return F.cross_entropy(logits.float(), t["y"]), t["x"].numel()
+
+
+def _tensors(model, batch: dict, rows=slice(None)) -> dict:
+    """The batch's arrays as tensors on the model's device."""
+    device = next(model.parameters()).device
+    return {
+        k: torch.as_tensor(v[rows]).to(device, non_blocking=True)
+        for k, v in batch.items()
+        if isinstance(v, np.ndarray)
+    }
 
 
 def _next_batch(source, kind: str) -> dict:
@@ -346,7 +375,7 @@ def default_evaluate(model, task: Task, tcfg: TrainConfig, final: bool) -> dict:
     if task.kind == "classify":
         losses, pred, gold = [], [], []
         for batch in task.valid.epoch_batches():
-            t = {k: torch.as_tensor(v) for k, v in batch.items() if isinstance(v, np.ndarray)}
+            t = _tensors(model, batch)
             logits = model(t["x"], valid=t["valid"])
             losses.append(F.cross_entropy(logits.float(), t["y"]).item())
             pred += logits.argmax(-1).tolist()

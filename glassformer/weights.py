@@ -52,7 +52,9 @@ def _attention(name: str, cfg: Config) -> dict[str, tuple[int, ...]]:
 
 def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tuple[int, ...]]:
     C, F = cfg.d_model, cfg.d_ff
-    out = {f"{stack}.tok_embed.weight": (cfg.vocab_size, C)}
+    out = {}
+    if not (stack == "encoder" and cfg.share_embeddings):  # shared: the decoder's is used
+        out[f"{stack}.tok_embed.weight"] = (cfg.vocab_size, C)
     if cfg.positions == "learned":
         out[f"{stack}.pos_embed.weight"] = (cfg.max_len, C)
     if cfg.type_vocab_size:

@@ -39,6 +39,8 @@ VARIANTS = [
     ("bias", False),
     ("tie_embeddings", True),
     ("tie_embeddings", False),
+    ("share_embeddings", True),
+    ("share_embeddings", False),
     ("n_classes", 0),
     ("ln_eps", 1e-6),
     ("embed_scale", True),
