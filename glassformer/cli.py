@@ -202,8 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument(
         "--tokenizer",
-        choices=["char", "word", "bpe"],
-        help="tokenizer to build (default: char for lm, bpe otherwise)",
+        choices=["char", "word", "bpe", "sp-bpe"],
+        help="tokenizer to build (default: char for lm, bpe otherwise); bpe is byte-level, "
+        "sp-bpe SentencePiece-style (words kept whole behind a ▁)",
     )
     tr.add_argument("--vocab-size", type=int, default=8000, help="BPE/word vocabulary (8000)")
     tr.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")

@@ -535,6 +535,8 @@ def prepare_task(
     lm: a text file (first 90% train, last 10% validation), char tokenizer by default.
     translate: TSV pairs source<TAB>target (+ a validation TSV), joint BPE by default.
     classify: language identification from TSV pairs (column 1 = class 0, column 2 = class 1).
+    tokenizer_kind overrides the default: char, word, bpe (byte-level) or sp-bpe
+    (SentencePiece-style); vocab_size is its size (char: every character seen).
     Returns the config with vocab_size (and max_len for lm) fitted to the data.
     """
     from glassformer import data as D
@@ -546,6 +548,8 @@ def prepare_task(
             return T.CharTokenizer.train(texts)
         if kind_ == "word":
             return T.WordTokenizer.train(texts, max_size=vocab_size)
+        if kind_ == "sp-bpe":
+            return T.MetaspaceBPETokenizer.train(texts, vocab_size=vocab_size)
         return T.BPETokenizer.train(texts, vocab_size=vocab_size)
 
     if kind == "lm":

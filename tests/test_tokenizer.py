@@ -1,13 +1,15 @@
 """Tokenizer tests: the article's ids, round trips, unknown words, JSON files, training rules.
 
-Round trips are checked over seeded random inputs (hypothesis is not a dependency). BPE is
-trained on a few thousand shipped lines so that the file stays fast.
+Round trips are checked over seeded random inputs (hypothesis is not a dependency). Byte-level
+BPE is trained on a few thousand shipped lines so that the file stays fast; the SentencePiece-style
+BPE on the shipped training pairs, since which words it keeps whole is a claim about that corpus.
 """
 
 import json
 import random
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 
@@ -17,6 +19,7 @@ from glassformer.tokenizer import (
     FORMAT,
     BPETokenizer,
     CharTokenizer,
+    MetaspaceBPETokenizer,
     Tokenizer,
     WordTokenizer,
     article_tokenizer,
@@ -311,6 +314,7 @@ def _json(**changes) -> str:
         (_json(format="glassformer-tokenizer/2"), "format"),
         (_json(kind="sentencepiece"), "unknown tokenizer kind 'sentencepiece'"),
         (_json(kind="bpe"), "lacks the key 'hf'"),
+        (_json(kind="sp-bpe"), "lacks the key 'hf'"),
         (_json(vocab=["a", "a"]), "twice"),
         (_json(vocab=[]), "non-empty"),
         (_json(vocab="hello"), "non-empty list"),
@@ -571,6 +575,190 @@ def test_bpe_from_json_rejects_bad_input(bpe):
     hf["model"] = {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}
     with pytest.raises(TokenizerError, match="WordLevel, not BPE"):
         from_json(_bpe_json(bpe, hf=json.dumps(hf)))
+
+
+def test_bpe_saved_before_loads_unchanged():
+    # The shipped translator's tokenizer was written by an earlier BPETokenizer: it must load as
+    # the same byte-level tokenizer, re-save byte for byte and cut text as it always did.
+    from tokenizers import Tokenizer as HFTokenizer
+
+    text = (_root() / "models" / "en-es" / "tokenizer.json").read_text(encoding="utf-8")
+    tok = from_json(text)
+    assert type(tok) is BPETokenizer and tok.kind == "bpe" and tok.vocab_size == 8000
+    assert tok.to_json() == text
+    assert tok.encode("Hello world.") == [43, 4035, 1989, 17]
+    assert tok.tokenize("Hello world.") == ["H", "ello", "Ġworld", "."]
+    hf = HFTokenizer.from_str(json.loads(text)["hf"])
+    for line in BPE_TEXTS:
+        assert tok.encode(line) == hf.encode(line).ids
+        assert tok.decode(tok.encode(line)) == line
+
+
+# SentencePiece-style BPE ("sp-bpe": Metaspace "▁", byte fallback, Hugging Face tokenizers)
+
+SP_TEXTS = [
+    *BPE_TEXTS,
+    " ",
+    "   ",
+    " leading space",
+    "trailing space ",
+    "  two  spaces  between  ",
+    "tab\there\t",
+    "\tleading tab",
+    "new\nline\n",
+    "\n\nblank lines\r\n",
+    " \t \n ",
+    "emoji 🙂🎉 and 👩‍💻",
+    "never seen: 東京 Ελληνικά Кириллица ʕ•ᴥ•ʔ \x00\x7f",
+    "I don't know. 3.14 2,000 100% €5",
+]
+
+
+def _sp_corpus() -> list[str]:
+    from glassformer.data import read_pairs
+
+    return [t for p in read_pairs("eng-spa") for t in p]  # both columns: one vocabulary
+
+
+@pytest.fixture(scope="module")
+def sp() -> MetaspaceBPETokenizer:
+    return MetaspaceBPETokenizer.train(_sp_corpus())  # default vocab_size 8000
+
+
+def test_sp_bpe_round_trips_every_validation_sentence(sp):
+    from glassformer.data import read_pairs
+
+    for pair in read_pairs("eng-spa-valid"):
+        for text in pair:
+            ids, unknown = sp.encode_with_unknown(text)
+            assert sp.decode(ids) == text and unknown == []
+
+
+@pytest.mark.parametrize("text", SP_TEXTS)
+def test_sp_bpe_round_trip_whitespace_and_unseen_characters(sp, text):
+    assert unicodedata.is_normalized("NFC", text)
+    ids, unknown = sp.encode_with_unknown(text)
+    assert sp.decode(ids) == text
+    assert unknown == [] and sp.unk_id not in ids  # unseen characters fall back to bytes
+    assert sp.decode(sp.encode(text, add_bos=True, add_eos=True)) == text
+    assert sp.tokens(ids) == sp.tokenize(text)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_sp_bpe_round_trip_random_unicode_comes_back_nfc(sp, seed):
+    rng = random.Random(seed)
+    pool = "abcñáé¿¡?!.,;: \t\n\r'\"()-0123東🙂\u0301\u0303\u212b\ufb01"  # some not NFC
+    text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 80)))
+    # Any code point but surrogates and "▁" (U+2581, the space marker: see the next test).
+    points = [rng.randrange(0x110000 - 0x800) for _ in range(rng.randint(0, 20))]
+    text += "".join(chr(k if k < 0xD800 else k + 0x800) for k in points).replace("▁", "")
+    assert sp.decode(sp.encode(text)) == unicodedata.normalize("NFC", text)
+
+
+def test_sp_bpe_documented_exceptions(sp):
+    # Non-NFC text comes back NFC; U+2581 is the space marker itself, so it comes back a space;
+    # a special token written in text is matched whole (as byte-level BPE does) and skipped.
+    assert sp.decode(sp.encode("cafe\u0301")) == "café"
+    assert sp.decode(sp.encode("a▁b")) == "a b"
+    ids = sp.encode("hola</s>")
+    assert ids[-1] == sp.eos_id and sp.decode(ids) == "hola"
+
+
+def test_sp_bpe_keeps_frequent_words_whole(sp):
+    assert sp.tokenize("Hello world.")[-2:] == ["▁world", "."]
+    assert sp.tokenize("Hola mundo.")[-2:] == ["▁mundo", "."]
+    assert sp.tokenize("¿Dónde está la estación?") == [
+        "▁¿",
+        "Dónde",
+        "▁está",
+        "▁la",
+        "▁estación",
+        "?",
+    ]
+    assert sp.tokenize("I don't know.") == ["▁I", "▁don't", "▁know", "."]
+    # A word is the same token first in a text and after a space (byte-level BPE has two).
+    assert sp.tokenize("world") == ["▁world"] and sp.tokenize("mundo") == ["▁mundo"]
+    # "Hello" (6 times in 115,964 pairs) and "Hola" (16) are too rare for 8,000 tokens ...
+    assert "▁Hello" not in sp.vocab and "▁Hola" not in sp.vocab
+
+
+def test_sp_bpe_keeps_rare_words_whole_with_a_larger_vocabulary():
+    # ... and are kept whole once the vocabulary reaches them (18,864 tokens suffice).
+    tok = MetaspaceBPETokenizer.train(_sp_corpus(), vocab_size=20000)
+    assert tok.tokenize("Hello world.") == ["▁Hello", "▁world", "."]
+    assert tok.tokenize("Hola mundo.") == ["▁Hola", "▁mundo", "."]
+
+
+def test_sp_bpe_vocab_specials_then_bytes(sp):
+    assert sp.kind == "sp-bpe" and sp.vocab_size == len(sp.vocab) == 8000 and not sp.lowercase
+    assert sp.vocab[:4] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert (sp.pad_id, sp.unk_id, sp.bos_id, sp.eos_id) == (0, 1, 2, 3)
+    assert sp.specials == DEFAULT_SPECIALS
+    assert sp.vocab[4:260] == [f"<0x{b:02X}>" for b in range(256)]
+    assert [sp.id_of(t) for t in sp.vocab] == list(range(8000))
+
+
+def test_sp_bpe_interface(sp):
+    ids = sp.encode("Hola mundo.", add_bos=True, add_eos=True)
+    assert ids[0] == sp.bos_id and ids[-1] == sp.eos_id
+    assert sp.tokens(ids)[-3:] == ["▁mundo", ".", "</s>"]
+    assert sp.decode(ids) == "Hola mundo."
+    assert sp.decode(ids, skip_special=False) == "<s> Hola mundo.</s>"
+    assert sp.decode([sp.pad_id, *ids, sp.pad_id]) == "Hola mundo."
+    assert sp.encode_with_unknown("ʕ•ᴥ•ʔ") == (sp.encode("ʕ•ᴥ•ʔ"), [])
+    assert sp.tokenize("ᴥ")[1:] == ["<0xE1>", "<0xB4>", "<0xA5>"]  # UTF-8 bytes of U+1D25
+    with pytest.raises(TokenizerError, match="out of range"):
+        sp.decode([8000])
+
+
+def test_sp_bpe_json_save_load_round_trip(sp, tmp_path):
+    data = json.loads(sp.to_json())
+    assert data["format"] == FORMAT and data["kind"] == "sp-bpe" and data["vocab"] == sp.vocab
+    assert json.loads(data["hf"])["model"]["byte_fallback"] is True
+    _same(sp, from_json(sp.to_json()), SP_TEXTS)
+    path = tmp_path / "sp.json"
+    save(sp, path)
+    _same(sp, load(path), SP_TEXTS)
+    assert load(path).to_json() == sp.to_json()
+
+
+def test_sp_bpe_hf_document_runs_the_same_in_tokenizers(sp):
+    from tokenizers import Tokenizer as HFTokenizer
+
+    hf = HFTokenizer.from_str(sp.hf_json)
+    for text in SP_TEXTS:
+        assert hf.encode(text).ids == sp.encode(text)
+        assert hf.decode(hf.encode(text).ids) == text
+
+
+def _sp_small() -> str:
+    from glassformer.data import read_pairs
+
+    texts = [t for p in read_pairs("eng-spa-valid") for t in p]
+    return MetaspaceBPETokenizer.train(texts, vocab_size=1000).to_json()
+
+
+def test_sp_bpe_training_is_deterministic_across_processes():
+    code = "import sys, tests.test_tokenizer as t; sys.stdout.write(t._sp_small())"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=_root()
+    )
+    assert out.stdout == _sp_small() == _sp_small()
+
+
+def test_sp_bpe_vocab_size_rules():
+    texts = ["hello world", "hello there", "ñandú"]
+    with pytest.raises(TokenizerError, match="vocab_size >= 260"):
+        MetaspaceBPETokenizer.train(texts, vocab_size=259)
+    with pytest.raises(TokenizerError, match="distinct characters"):
+        MetaspaceBPETokenizer.train(texts, vocab_size=272)  # 4 + 256 + 13 characters
+    tok = MetaspaceBPETokenizer.train(texts, vocab_size=276)
+    assert tok.vocab_size == 276 and tok.decode(tok.encode("¡hola!")) == "¡hola!"
+    bigger = MetaspaceBPETokenizer.train(texts, vocab_size=2000)  # runs out of pairs to merge
+    assert bigger.vocab_size < 2000 and bigger.vocab[:276] == tok.vocab
+    tiny = MetaspaceBPETokenizer.train(texts, vocab_size=270, specials={"eos": "</s>"})
+    assert tiny.vocab[:2] == ["</s>", "<0x00>"] and tiny.vocab_size == 270
+    assert tiny.unk_id is None and tiny.decode(tiny.encode("héllo")) == "héllo"
 
 
 def test_word_and_char_work_without_tokenizers_installed():

@@ -18,7 +18,7 @@ from glassformer import data as D  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.tokenizer import CharTokenizer  # noqa: E402
+from glassformer.tokenizer import CharTokenizer, MetaspaceBPETokenizer  # noqa: E402
 from glassformer.train import Task, TrainConfig, lr_at, param_groups, prepare_task, train  # noqa: E402
 
 TINY = dict(d_model=32, n_heads=2, d_ff=64, max_len=32)
@@ -342,6 +342,32 @@ def test_cli_translate_and_classify(capsys, corpora, tmp_path):
     assert "val_acc" in out
     code, out, _ = run(capsys, "eval", cl, "--data", corpora / "valid.tsv", "--limit", "20")
     assert code == 0 and "accuracy" in out
+
+
+def test_prepare_translate_with_sp_bpe(corpora):
+    cfg = Config(arch="encoder-decoder", vocab_size=1, **TINY)
+    tcfg = TrainConfig(task="translate", max_tokens=256)
+    pairs = str(corpora / "pairs.tsv")
+    cfg, task = prepare_task("translate", cfg, tcfg, pairs, tokenizer_kind="sp-bpe", vocab_size=600)
+    tok = task.tokenizer
+    assert type(tok) is MetaspaceBPETokenizer and cfg.vocab_size == tok.vocab_size == 600
+    batch, pairs = task.train.next(), D.read_pairs(pairs)
+    for row, valid, k in zip(batch["src"], batch["src_valid"], batch["index"], strict=True):
+        assert tok.decode(row[valid].tolist()) == pairs[k][0]  # one vocabulary, both sides
+
+
+def test_cli_train_accepts_sp_bpe(capsys, corpora, tmp_path):
+    small = ["d_model=32", "n_heads=2", "d_ff=64", "max_len=24", "max_steps=1"]
+    layers = ["n_encoder_layers=1", "n_decoder_layers=1", "eval_interval=5"]
+    valid = tmp_path / "valid.tsv"  # the final evaluation decodes every pair: keep it short
+    valid.write_text("".join((corpora / "valid.tsv").read_text().splitlines(True)[:5]))
+    files = ["--data", corpora / "pairs.tsv", "--valid", valid, "--quiet"]
+    ck = tmp_path / "sp"
+    argv = ["--tokenizer", "sp-bpe", "--vocab-size", "600", *files, *sets(*small, *layers)]
+    code, _, err = run(capsys, "train", "translate", "--out", ck, *argv)
+    assert code == 0, err
+    assert "sp-bpe tokenizer of 600 tokens" in err
+    assert weights.load(ck)[2].kind == "sp-bpe"
 
 
 @pytest.mark.parametrize(
