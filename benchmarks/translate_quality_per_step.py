@@ -73,7 +73,7 @@ class PlainTranslator(nn.Module):
     def encode(self, src, src_valid):
         return self.core.encoder(self._in(src), src_key_padding_mask=~src_valid)
 
-    def decode(self, memory, src_valid, tgt, tgt_valid=None):
+    def decode(self, memory, src_valid, tgt, tgt_valid=None, last_only=False):
         T_ = tgt.shape[1]
         causal = torch.ones(T_, T_, dtype=torch.bool, device=tgt.device).triu(1)  # True: masked
         h = self.core.decoder(
@@ -84,6 +84,8 @@ class PlainTranslator(nn.Module):
             tgt_key_padding_mask=None if tgt_valid is None else ~tgt_valid,
             memory_key_padding_mask=~src_valid,
         )
+        if last_only:
+            h = h[:, -1:]
         return h @ self.embed.weight.T  # (B, T, V)
 
     def forward(self, src, src_valid, tgt, tgt_valid):
@@ -157,7 +159,7 @@ def plain_scores(model, task, device: str) -> tuple[float, list[str]]:
         out = torch.full((len(chunk), 1), tok.bos_id, dtype=torch.long, device=device)
         done = torch.zeros(len(chunk), dtype=torch.bool, device=device)
         for _ in range(L - 1):
-            nxt = model.decode(memory, valid, out)[:, -1].argmax(-1)
+            nxt = model.decode(memory, valid, out, last_only=True)[:, -1].argmax(-1)
             nxt = nxt.masked_fill(done, tok.pad_id)
             out = torch.cat([out, nxt[:, None]], 1)
             done |= nxt == tok.eos_id
@@ -187,6 +189,7 @@ def _split(overrides: list[str]) -> tuple[list[str], list[str], str | None]:
 
 
 _TASKS: dict = {}
+LIMIT = [0]
 
 
 def _task(cfg: Config, tcfg, tokenizer: str, vocab: int):
@@ -206,6 +209,14 @@ def _task(cfg: Config, tcfg, tokenizer: str, vocab: int):
         print(f"  [{tokenizer} tokenizer and batches: {time.perf_counter() - t0:.0f} s]")
     fitted, task = _TASKS[key]
     fitted = cfg.override(f"vocab_size={fitted.vocab_size}")  # this run's config, fitted
+    if LIMIT[0]:  # a quick look: score only the first pairs of the validation set
+        pairs = task.valid_pairs[: LIMIT[0]]
+        v = task.valid
+        valid = D.PairBatches(
+            v.src[: LIMIT[0]], v.tgt[: LIMIT[0]], v.pad_id, v.bos_id, v.eos_id, v.max_tokens,
+            shuffle=False,
+        )  # fmt: skip
+        task = dataclasses.replace(task, valid=valid, valid_pairs=pairs)
     batches = D.PairBatches(
         task.train.src,
         task.train.tgt,
@@ -305,7 +316,9 @@ def main() -> None:
     )
     ap.add_argument("--no-plain", action="store_true", help="skip the peer")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--valid-limit", type=int, default=0, help="score only the first N pairs")
     args = ap.parse_args()
+    LIMIT[0] = args.valid_limit
     print(
         f"quality per step: {args.steps} steps, device {args.device}, bf16 {args.bf16}, "
         f"tokenizer {args.tokenizer} {args.vocab}, seed {args.seed}"
@@ -316,17 +329,16 @@ def main() -> None:
             (v.partition(":")[0], [x for x in v.partition(":")[2].split(",") if x])
             for v in args.variant
         ]
-        if not args.no_plain:
-            results.append(run_plain(args))
+        jobs = [] if args.no_plain else [lambda: run_plain(args)]
+        jobs += [lambda n=n, o=o: run_glassformer(n, o, args, Path(tmp)) for n, o in runs]
+        for job in jobs:
+            results.append(job())
             _print(results[-1], results[0])
-        for name, overrides in runs:
-            results.append(run_glassformer(name, overrides, args, Path(tmp)))
-            _print(results[-1], results[0])
+            if args.json:  # after every run: a stopped benchmark keeps what it measured
+                Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     print("\nsummary (val loss: nats per target token; lower is better)")
     for r in results:
         _print(r, results[0])
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
 
 
 def _print(r: dict, base: dict) -> None:

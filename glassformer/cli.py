@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument(
         "--tokenizer",
         choices=["char", "word", "bpe", "sp-bpe"],
-        help="tokenizer to build (default: char for lm, bpe otherwise); bpe is byte-level, "
+        help="tokenizer to build (default: char for lm, sp-bpe for translate, bpe for classify); "
+        "bpe is byte-level, "
         "sp-bpe SentencePiece-style (words kept whole behind a ▁)",
     )
     tr.add_argument("--vocab-size", type=int, default=8000, help="BPE/word vocabulary (8000)")
@@ -238,6 +239,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("checkpoint")
     ex.add_argument("out")
     ex.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float16")
+    ex.add_argument(
+        "--average",
+        type=int,
+        metavar="K",
+        help="export the mean of the last K weight snapshots (train with keep_snapshots=K)",
+    )
     ex.set_defaults(func=cmd_export)
 
     ev = sub.add_parser(
@@ -560,7 +567,7 @@ def cmd_train(args) -> int:
 
     model_sets, train_sets = _split_overrides(args.overrides)
     cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
-    tcfg = T.TrainConfig(task=args.task).override(*train_sets)
+    tcfg = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task]).override(*train_sets)
     data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
     valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
     tokenizer, init_params = None, None
@@ -691,6 +698,9 @@ def cmd_translate(args) -> int:
 
 def cmd_export(args) -> int:
     cfg, params, tok = weights.load(args.checkpoint)
+    if args.average is not None:
+        params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
+        print(f"averaged the weights of steps {', '.join(map(str, steps))}")
     weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype)
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
     print(

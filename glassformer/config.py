@@ -345,9 +345,11 @@ PRESETS: dict[str, Config] = {
         bias=False,
         tie_embeddings=True,
     ),
-    # An English->Spanish translator for 2 CPU cores (the size of the project's peer script:
-    # 3+3 layers, d 256, 4 heads, FFN 1024, joint 8k BPE). Learned positions: with N(0, 0.02)
-    # token embeddings, unscaled sinusoids (amplitude ~0.7 a dimension) drown the tokens.
+    # An English->Spanish translator (the size of the project's peer script: 3+3 layers, d 256,
+    # 4 heads, FFN 1024, joint 8k vocabulary). One embedding for source, target and output,
+    # scaled by √d so that N(0, 0.02) rows (x16 -> ~0.3) are not drowned by the sinusoids
+    # (~0.7 a dimension): the recipe measured best per step (benchmarks/
+    # translate_quality_per_step.py).
     "translator": Config(
         arch="encoder-decoder",
         vocab_size=8000,
@@ -357,10 +359,12 @@ PRESETS: dict[str, Config] = {
         n_encoder_layers=3,
         n_decoder_layers=3,
         max_len=64,
-        positions="learned",
+        positions="sinusoidal",
         norm="pre",
         activation="relu",
         tie_embeddings=True,
+        share_embeddings=True,
+        embed_scale=True,
     ),  # fmt: skip
     # A small BERT-style encoder classifier.
     "encoder-classifier": Config(

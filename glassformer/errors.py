@@ -19,3 +19,14 @@ class CheckpointError(GlassformerError):
 
 class TokenizerError(GlassformerError):
     """Text that the tokenizer cannot encode, or a tokenizer file it cannot read."""
+
+
+class Interrupted(Exception):
+    """Work stopped by a signal (Ctrl-C = SIGINT, SIGTERM) after its results were saved.
+
+    Not a GlassformerError: nothing was wrong with the input. `signum` says which signal;
+    `message` says what was kept and how to continue. The CLI exits 128 + signum."""
+
+    def __init__(self, signum: int, message: str):
+        super().__init__(message)
+        self.signum = signum

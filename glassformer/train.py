@@ -21,6 +21,8 @@ import json
 import math
 import os
 import random
+import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ import torch.nn.functional as F
 
 from glassformer import weights
 from glassformer.config import Config, parse_assignments
-from glassformer.errors import CheckpointError, ConfigError
+from glassformer.errors import CheckpointError, ConfigError, Interrupted
 from glassformer.torch_model import Transformer, from_params, to_params
 
 STATE_FILE = "training_state.pt"
@@ -66,6 +68,7 @@ class TrainConfig:
     eval_iters: int = 20  # lm: validation batches per evaluation
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
     max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
+    keep_snapshots: int = 0  # keep the weights of the last k evaluations (export --average k)
     seed: int = 1337
     threads: int = 0  # torch threads (0: torch's default)
 
@@ -82,6 +85,8 @@ class TrainConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.keep_snapshots < 0:
+            raise ConfigError(f"keep_snapshots must be >= 0, got {self.keep_snapshots}")
         if not 0 <= self.dropout < 1 or not 0 <= self.label_smoothing < 1:
             raise ConfigError("dropout and label_smoothing must be in [0, 1)")
         if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
@@ -259,6 +264,7 @@ def train(
     callback = callback or (lambda event: None)
     evaluate = evaluate or default_evaluate
     out = Path(out)
+    weights.check_writable(out)  # before the first step, not at the first save
     rank, world = _setup_distributed(device)
     if tcfg.threads:
         torch.set_num_threads(tcfg.threads)
@@ -271,9 +277,11 @@ def train(
     opt = torch.optim.AdamW(
         param_groups(model, tcfg.weight_decay), lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2)
     )
-    step, rows = 0, []
+    step, rows, snapshots = 0, [], {}
     if resume:
         step, rows = _restore(out, cfg, model, opt, task)
+        kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
+        snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
     elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs
     ddp = model
     if world > 1:
@@ -281,65 +289,112 @@ def train(
     use_bf16 = tcfg.bf16 and bf16_supported(device)
     t_last, tokens = time.perf_counter(), 0
     t_start, budget = t_last, tcfg.max_minutes * 60.0
-    while step < tcfg.max_steps:
-        model.train()
-        used = (elapsed + time.perf_counter() - t_start) / budget if budget else 0.0
-        lr = lr_at(step, tcfg, used)
-        for group in opt.param_groups:
-            group["lr"] = lr
-        total = 0.0
-        for micro in range(tcfg.grad_accum):
-            batch = _next_batch(task.train, task.kind)
-            rows_ = _shard(batch, rank, world)
-            sync = micro == tcfg.grad_accum - 1 or world == 1
-            ctx = ddp.no_sync() if (world > 1 and not sync) else contextlib.nullcontext()
-            with (
-                ctx,
-                torch.autocast(
-                    "cuda" if device.startswith("cuda") else "cpu",
-                    dtype=torch.bfloat16,
-                    enabled=use_bf16,
-                ),
-            ):
-                loss, n = batch_loss(ddp, batch, task.kind, tcfg.label_smoothing, rows_)
-                (loss / tcfg.grad_accum).backward()
-            total += loss.item() / tcfg.grad_accum
-            tokens += n * world
-        norm = float("nan")
-        if tcfg.grad_clip > 0:
-            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip))
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        step += 1
-        now = time.perf_counter()
-        row = {
-            "step": step,
-            "loss": _all_mean(total, world),
-            "lr": lr,
-            "grad_norm": norm,
-            "clipped": int(tcfg.grad_clip > 0 and norm > tcfg.grad_clip),
-            "tokens_per_s": tokens / max(now - t_last, 1e-9),
-            "elapsed_s": elapsed + now - t_start,
-        }
-        t_last, tokens = now, 0
-        callback(Event("step", step, tcfg.max_steps, row))
-        out_of_time = budget > 0 and elapsed + now - t_start >= budget
-        final = step == tcfg.max_steps or out_of_time
-        if step % tcfg.eval_interval == 0 or final:
-            model.eval()
-            with torch.no_grad():
-                row |= evaluate(model, task, tcfg, final)
-            callback(Event("eval", step, tcfg.max_steps, row))
-        rows.append(row)
-        stopping = stop_at is not None and step >= stop_at
-        if (step % tcfg.eval_interval == 0 or final or stopping) and rank == 0:
-            save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows)
-            callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
-        if world > 1:
-            torch.distributed.barrier()
-        if stopping or out_of_time:
-            break
+    signals = StopSignals()
+    with signals:
+        while step < tcfg.max_steps:
+            model.train()
+            used = (elapsed + time.perf_counter() - t_start) / budget if budget else 0.0
+            lr = lr_at(step, tcfg, used)
+            for group in opt.param_groups:
+                group["lr"] = lr
+            total = 0.0
+            for micro in range(tcfg.grad_accum):
+                batch = _next_batch(task.train, task.kind)
+                rows_ = _shard(batch, rank, world)
+                sync = micro == tcfg.grad_accum - 1 or world == 1
+                ctx = ddp.no_sync() if (world > 1 and not sync) else contextlib.nullcontext()
+                with (
+                    ctx,
+                    torch.autocast(
+                        "cuda" if device.startswith("cuda") else "cpu",
+                        dtype=torch.bfloat16,
+                        enabled=use_bf16,
+                    ),
+                ):
+                    loss, n = batch_loss(ddp, batch, task.kind, tcfg.label_smoothing, rows_)
+                    (loss / tcfg.grad_accum).backward()
+                total += loss.item() / tcfg.grad_accum
+                tokens += n * world
+            norm = float("nan")
+            if tcfg.grad_clip > 0:
+                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip))
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            step += 1
+            now = time.perf_counter()
+            row = {
+                "step": step,
+                "loss": _all_mean(total, world),
+                "lr": lr,
+                "grad_norm": norm,
+                "clipped": int(tcfg.grad_clip > 0 and norm > tcfg.grad_clip),
+                "tokens_per_s": tokens / max(now - t_last, 1e-9),
+                "elapsed_s": elapsed + now - t_start,
+            }
+            t_last, tokens = now, 0
+            callback(Event("step", step, tcfg.max_steps, row))
+            out_of_time = budget > 0 and elapsed + now - t_start >= budget
+            final = step == tcfg.max_steps or out_of_time
+            if step % tcfg.eval_interval == 0 or final:
+                model.eval()
+                with torch.no_grad():
+                    row |= evaluate(model, task, tcfg, final)
+                callback(Event("eval", step, tcfg.max_steps, row))
+            rows.append(row)
+            stopping = stop_at is not None and step >= stop_at
+            stopping = stopping or _any(signals.received is not None, world)
+            if (step % tcfg.eval_interval == 0 or final or stopping) and rank == 0:
+                if tcfg.keep_snapshots and (step % tcfg.eval_interval == 0 or final):
+                    snapshots[step] = to_params(model)
+                    snapshots = {s: snapshots[s] for s in sorted(snapshots)[-tcfg.keep_snapshots :]}
+                save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows, snapshots)
+                callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
+            if world > 1:
+                torch.distributed.barrier()
+            if stopping or out_of_time:
+                break
+    if signals.received is not None:
+        raise Interrupted(
+            signals.received,
+            f"interrupted at step {step}; the checkpoint in {out} holds every step so far",
+        )
     return rows
+
+
+class StopSignals:
+    """While active, the first SIGINT or SIGTERM only sets `received` (the loop then saves a
+    checkpoint at the end of the current step and stops); a second one aborts at once. Handlers
+    are installed only in the main thread and restored on exit."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.received: int | None = None
+        self._old: dict = {}
+
+    def _handle(self, signum, frame) -> None:
+        if self.received is not None:  # the second signal: stop now, the last save stands
+            raise KeyboardInterrupt
+        self.received = signum
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for s in self.SIGNALS:
+                self._old[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+
+def _any(flag: bool, world: int) -> bool:
+    """True on every process when it is True on one (a stop signal reaches each differently)."""
+    if world == 1:
+        return flag
+    t = torch.tensor([float(flag)])
+    torch.distributed.all_reduce(t)
+    return bool(t.item() > 0)
 
 
 def _shard(batch: dict, rank: int, world: int):
@@ -434,9 +489,18 @@ def translate(
 
 
 def save_checkpoint(
-    out: Path, cfg: Config, tcfg: TrainConfig, model, opt, task: Task, step: int, rows: list[dict]
+    out: Path,
+    cfg: Config,
+    tcfg: TrainConfig,
+    model,
+    opt,
+    task: Task,
+    step: int,
+    rows: list[dict],
+    snapshots: dict[int, dict] | None = None,
 ) -> None:
-    """Model + tokenizer + training state + logs, as one atomically replaced directory."""
+    """Model + tokenizer + training state + logs (+ the kept weight snapshots), as one
+    atomically replaced directory."""
     state = {
         "step": step,
         "optimizer": opt.state_dict(),
@@ -455,7 +519,15 @@ def save_checkpoint(
     png = _plot(rows)
     if png:
         extra[PLOT_FILE] = png
-    weights.save(out, cfg, to_params(model), tokenizer=task.tokenizer, dtype="float32", extra=extra)
+    weights.save(
+        out,
+        cfg,
+        to_params(model),
+        tokenizer=task.tokenizer,
+        dtype="float32",
+        extra=extra,
+        snapshots=snapshots,
+    )
 
 
 def _restore(out: Path, cfg: Config, model, opt, task: Task) -> tuple[int, list[dict]]:
@@ -533,7 +605,7 @@ def prepare_task(
     """Read the corpora, build (or reuse) a tokenizer, and make the batch sources.
 
     lm: a text file (first 90% train, last 10% validation), char tokenizer by default.
-    translate: TSV pairs source<TAB>target (+ a validation TSV), joint BPE by default.
+    translate: TSV pairs source<TAB>target (+ a validation TSV), joint sp-bpe by default.
     classify: language identification from TSV pairs (column 1 = class 0, column 2 = class 1).
     tokenizer_kind overrides the default: char, word, bpe (byte-level) or sp-bpe
     (SentencePiece-style); vocab_size is its size (char: every character seen).
@@ -573,7 +645,7 @@ def prepare_task(
     elif kind == "translate":
         pairs = D.read_pairs(data)
         valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
-        tok = tokenizer or make_tokenizer([t for p in pairs for t in p], "bpe")
+        tok = tokenizer or make_tokenizer([t for p in pairs for t in p], "sp-bpe")
         L = cfg.max_len
 
         def ids(side):

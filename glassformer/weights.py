@@ -146,17 +146,76 @@ def save(
     tokenizer=None,
     dtype: str = "float32",
     extra: dict[str, bytes] | None = None,
+    snapshots: dict[int, dict[str, np.ndarray]] | None = None,
 ) -> Path:
     """Write config.json + model.safetensors (+ tokenizer.json, + `extra` files such as the
-    training state) atomically into directory `path`."""
+    training state, + earlier weights `snapshots` {step: params}) atomically into `path`."""
     if dtype not in STORABLE_DTYPES:
         raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
     check(cfg, params, where="save")
-    tensors = {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
+    tensors = {WEIGHTS_FILE: _tensors(cfg, params, dtype)}
+    for step, snap in (snapshots or {}).items():
+        tensors[snapshot_file(step)] = _tensors(cfg, snap, dtype)
     files = {CONFIG_FILE: cfg.to_json().encode()}
     if tokenizer is not None:
         files[TOKENIZER_FILE] = tokenizer.to_json().encode()
-    return write_directory(path, files | (extra or {}), {WEIGHTS_FILE: tensors})
+    return write_directory(path, files | (extra or {}), tensors)
+
+
+def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    return {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
+
+
+# -- weight snapshots and checkpoint averaging ---------------------------------------------------
+
+SNAPSHOT_PREFIX = "snapshot-step"
+
+
+def snapshot_file(step: int) -> str:
+    """The file of the weights at `step` kept beside a training checkpoint's model."""
+    return f"{SNAPSHOT_PREFIX}{step:08d}.safetensors"
+
+
+def snapshot_steps(path: str | Path) -> list[int]:
+    """Steps of the weight snapshots a checkpoint directory keeps, oldest first."""
+    steps = []
+    for f in Path(path).glob(f"{SNAPSHOT_PREFIX}*.safetensors"):
+        digits = f.name[len(SNAPSHOT_PREFIX) : -len(".safetensors")]
+        if digits.isdecimal():
+            steps.append(int(digits))
+    return sorted(steps)
+
+
+def load_snapshot(path: str | Path, cfg: Config, step: int) -> dict[str, np.ndarray]:
+    from safetensors import SafetensorError
+    from safetensors.numpy import load_file
+
+    file = Path(path) / snapshot_file(step)
+    try:
+        raw = load_file(str(file))
+    except (SafetensorError, OSError, ValueError, TypeError) as e:
+        raise CheckpointError(f"{file} is truncated or corrupt ({e}); delete it") from None
+    check(cfg, raw, where=str(file))
+    return {n: raw[n].astype(np.float64) for n in spec(cfg)}
+
+
+def average_snapshots(path: str | Path, cfg: Config, k: int) -> tuple[dict, list[int]]:
+    """The element-wise mean of the last `k` weight snapshots of a training checkpoint
+    (Vaswani et al. 2017 average the last 5 checkpoints): (params, the steps averaged)."""
+    steps = snapshot_steps(path)
+    if k < 1:
+        raise GlassformerError(f"--average must be >= 1, got {k}")
+    if len(steps) < k:
+        raise CheckpointError(
+            f"{path} keeps {len(steps)} weight snapshot(s), fewer than the {k} to average; "
+            "train with --set keep_snapshots=K (one is kept at every evaluation) or average fewer"
+        )
+    chosen = steps[-k:]
+    total = None
+    for step in chosen:
+        snap = load_snapshot(path, cfg, step)
+        total = snap if total is None else {n: total[n] + snap[n] for n in total}
+    return {n: v / k for n, v in total.items()}, chosen
 
 
 def write_directory(
@@ -170,8 +229,9 @@ def write_directory(
     from safetensors.numpy import save_file
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    check_writable(path)
+    _remove_stale_temporaries(path)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", dir=path.parent))
     try:
         for name, arrays in tensors.items():
             save_file(arrays, str(tmp / name), metadata=metadata or {"format": "glassformer"})
@@ -189,6 +249,40 @@ def write_directory(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return path
+
+
+def check_writable(path: str | Path) -> None:
+    """Make the parent folder of `path` and prove a file can be created there, or raise one
+    clear error (read-only disk, no permission, a file where a folder should be)."""
+    parent = Path(path).parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".glassformer-probe.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise CheckpointError(
+            f"cannot write to {parent} ({e.strerror}); choose a writable output folder"
+        ) from None
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete the half-built `.{name}.{pid}.*` folders that a killed writer of `path` left
+    beside it (their pid no longer runs)."""
+    for tmp in path.parent.glob(f".{path.name}.*"):
+        pid = tmp.name[len(path.name) + 2 :].split(".")[0]
+        if tmp.is_dir() and pid.isdecimal() and not _alive(int(pid)):
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def _swap_in(tmp: Path, path: Path) -> None:

@@ -147,6 +147,31 @@ def test_resume_equals_uninterrupted(corpora, tmp_path):
     assert (tmp_path / "resumed" / "loss.png").read_bytes()[:4] == b"\x89PNG"
 
 
+def test_snapshots_are_kept_across_resume_and_averaged(corpora, tmp_path):
+    """keep_snapshots=2 keeps the weights of the last two evaluations beside the model, also
+    through a resume; export --average 2 writes their element-wise mean."""
+    cfg, task, tcfg = _lm_job(corpora, keep_snapshots=2)
+    tcfg = TrainConfig(**{**tcfg.__dict__, "eval_interval": 2})
+    train(cfg, tcfg, task, tmp_path / "ck", stop_at=5)
+    assert weights.snapshot_steps(tmp_path / "ck") == [2, 4]
+    cfg, task, _ = _lm_job(corpora)
+    train(cfg, tcfg, task, tmp_path / "ck", resume=True)
+    assert weights.snapshot_steps(tmp_path / "ck") == [6, 8]
+    from safetensors.numpy import load_file
+
+    last = load_file(str(tmp_path / "ck" / weights.snapshot_file(8)))
+    model = load_file(str(tmp_path / "ck" / "model.safetensors"))
+    six = load_file(str(tmp_path / "ck" / weights.snapshot_file(6)))
+    assert all(np.array_equal(last[n], model[n]) for n in model)  # step 8 is the final model
+    assert main(["export", str(tmp_path / "ck"), str(tmp_path / "avg"), "--average", "2",
+                 "--dtype", "float32"]) == 0  # fmt: skip
+    averaged = weights.load(tmp_path / "avg")[1]
+    for n in model:
+        expected = (six[n].astype(np.float64) + last[n].astype(np.float64)) / 2
+        np.testing.assert_allclose(averaged[n], expected, rtol=1e-6, atol=1e-7)
+    assert main(["export", str(tmp_path / "ck"), str(tmp_path / "x"), "--average", "3"]) == 2
+
+
 def test_resume_refuses_a_different_config(corpora, tmp_path):
     from glassformer.errors import CheckpointError
 
@@ -320,7 +345,7 @@ def test_cli_translate_and_classify(capsys, corpora, tmp_path):
         "--valid",
         corpora / "valid.tsv",
         "--vocab-size",
-        "300",
+        "400",
         "--quiet",
     ]
     common = files + sets(*small, "n_decoder_layers=1")
