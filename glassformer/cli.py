@@ -30,8 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from glassformer import loading, weights
 from glassformer import reference as R
-from glassformer import weights
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render
@@ -690,7 +690,7 @@ def cmd_translate(args) -> int:
 
 
 def cmd_export(args) -> int:
-    cfg, params, tok = weights.load(args.checkpoint)
+    cfg, params, tok = loading.load(args.checkpoint)
     weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype)
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
     print(
@@ -724,7 +724,7 @@ def cmd_import_hf(args) -> int:
 def cmd_export_hf(args) -> int:
     from glassformer import hf_dir
 
-    cfg, params, tok = weights.load(args.checkpoint)
+    cfg, params, tok = loading.load(args.checkpoint)
     family, out = hf_dir.export(args.out, cfg, params, tok)
     print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")
     return 0
@@ -876,7 +876,7 @@ def _write_reports(trace: Trace, args, layers, heads, **html_options) -> list[st
 
 
 def _load(path: str):
-    cfg, params, tok = weights.load(path)
+    cfg, params, tok = loading.load(path)
     if tok is None:
         raise GlassformerError(
             f"checkpoint {path} has no {weights.TOKENIZER_FILE}: text cannot "
