@@ -427,12 +427,14 @@ def cmd_init(args) -> int:
 
 
 def cmd_generate(args) -> int:
+    from glassformer import inference
+
     cfg, params, tok = _load(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
     ids = _encode(tok, args.text, cfg)
     src, prompt = (ids, _bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
-    step = _step_function(args.engine, cfg, params, src)
+    step = inference.step_function(args.engine, cfg, params, src)
     out = _run_decoding(args, step, prompt, tok, cfg).ids
     print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
@@ -440,42 +442,25 @@ def cmd_generate(args) -> int:
 
 def _run_decoding(args, step, prompt: list[int], tok, cfg):
     """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult."""
-    from glassformer import decode
+    from glassformer import inference
 
     max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
     if max_new < 1:
         raise GlassformerError("--max-new-tokens must be at least 1")
-    limits = dict(max_new_tokens=max_new, eos_id=tok.eos_id, max_len=cfg.max_len)
-    if args.strategy == "beam":
-        return decode.beam_search(
-            step, prompt, width=args.beam_width, length_penalty=args.length_penalty, **limits
-        )
-    if args.strategy == "sample":
-        return decode.sample(
-            step,
-            prompt,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            seed=args.seed,
-            **limits,
-        )
-    return decode.greedy(step, prompt, **limits)
-
-
-def _step_function(engine: str, cfg, params, src):
-    """Next-token logits from the chosen engine (torch with its KV cache when available)."""
-    if engine in ("auto", "torch"):
-        try:
-            from glassformer import torch_model
-        except ImportError:
-            if engine == "torch":
-                raise GlassformerError(
-                    "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
-                ) from None
-        else:
-            return torch_model.step_fn(torch_model.from_params(cfg, params), src)
-    return R.next_token_logits(params, cfg, src)
+    return inference.run_decoding(
+        step,
+        prompt,
+        max_new_tokens=max_new,
+        eos_id=tok.eos_id,
+        max_len=cfg.max_len,
+        strategy=args.strategy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        beam_width=args.beam_width,
+        length_penalty=args.length_penalty,
+    )
 
 
 def cmd_explain(args) -> int:
@@ -668,8 +653,8 @@ def _fmt(v) -> str:
 def cmd_translate(args) -> int:
     import torch
 
+    from glassformer.inference import translate
     from glassformer.torch_model import from_params
-    from glassformer.train import translate
 
     cfg, params, tok = _load(args.checkpoint)
     if cfg.arch != "encoder-decoder":
@@ -731,14 +716,13 @@ def cmd_export_hf(args) -> int:
 
 
 def cmd_embed(args) -> int:
+    from glassformer import inference
+
     cfg, params, tok = _load(args.checkpoint)
     if not cfg.has_encoder:
         raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
     ids = [_encode(tok, t, cfg) for t in args.text]
-    if args.engine == "reference":
-        E = np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
-    else:
-        E = _torch_embeddings(cfg, params, ids)
+    E = inference.embed(cfg, params, ids, args.engine)  # (N, C)
     cosine = E @ E.T  # unit vectors: dot product = cosine similarity
     if args.json:
         items = [
@@ -758,32 +742,13 @@ def cmd_embed(args) -> int:
     return 0
 
 
-def _torch_embeddings(cfg, params, ids: list[list[int]]) -> np.ndarray:
-    try:
-        import torch
-    except ImportError:
-        raise GlassformerError(
-            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
-            "or use --engine reference"
-        ) from None
-
-    from glassformer.torch_model import from_params, sentence_embeddings
-
-    model = from_params(cfg, params, dtype=torch.float32).eval()
-    T = max(len(x) for x in ids)
-    batch = torch.tensor([x + [0] * (T - len(x)) for x in ids])
-    valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in ids])
-    with torch.no_grad():
-        return sentence_embeddings(model, batch, valid).double().numpy()
-
-
 def cmd_eval(args) -> int:
     import torch
 
     from glassformer import data as D
     from glassformer import metrics
+    from glassformer.inference import classify, translate
     from glassformer.torch_model import from_params
-    from glassformer.train import translate
 
     cfg, params, tok = _load(args.checkpoint)
     model = from_params(cfg, params, dtype=torch.float32).eval()
@@ -811,11 +776,7 @@ def cmd_eval(args) -> int:
         print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
         return 0
     ex = D.language_id(pairs)
-    pred = []
-    with torch.no_grad():
-        for s, _ in ex:
-            ids = tok.encode(s)[: cfg.max_len] or [tok.pad_id]
-            pred.append(int(model(torch.tensor([ids])).argmax(-1)))
+    pred = classify(model, tok, [s for s, _ in ex])
     print(f"accuracy {metrics.accuracy(pred, [y for _, y in ex]):.4f} ({len(ex)} sentences)")
     return 0
 

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from glassformer import weights
 from glassformer.config import Config, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError
+from glassformer.inference import translate
 from glassformer.torch_model import Transformer, from_params, to_params
 
 STATE_FILE = "training_state.pt"
@@ -390,44 +391,6 @@ def default_evaluate(model, task: Task, tcfg: TrainConfig, final: bool) -> dict:
     hyps = translate(model, task.tokenizer, [s for s, _ in pairs])
     scores = metrics.translation_scores(hyps, [t for _, t in pairs])
     return out | {"bleu": scores.bleu, "chrf": scores.chrf, "bleu_signature": scores.bleu_signature}
-
-
-@torch.no_grad()
-def translate(
-    model,
-    tok,
-    sentences: list[str],
-    beam: int = 1,
-    batch_size: int = 64,
-    max_len: int | None = None,
-) -> list[str]:
-    """Decode each sentence free-running from BOS: batched greedy with a KV cache, or beam search
-    (one sentence at a time) when beam > 1."""
-    from glassformer.decode import beam_search
-    from glassformer.torch_model import greedy_batch, many_step_fn, step_fn
-
-    cfg = model.cfg
-    limit = max_len or cfg.max_len
-    srcs = [tok.encode(s)[: cfg.max_len] or [tok.unk_id or 0] for s in sentences]
-    outs: list[list[int]] = []
-    if beam > 1:
-        for src in srcs:
-            r = beam_search(
-                step_fn(model, src),
-                [tok.bos_id],
-                limit - 1,
-                tok.eos_id,
-                width=beam,
-                max_len=limit,
-                step_many=many_step_fn(model, src),
-            )
-            outs.append(r.ids[1:])
-    else:
-        for i in range(0, len(srcs), batch_size):
-            outs += greedy_batch(
-                model, srcs[i : i + batch_size], tok.pad_id or 0, tok.bos_id, tok.eos_id, limit - 1
-            )
-    return [tok.decode(ids) for ids in outs]
 
 
 # -- checkpoints --------------------------------------------------------------------------------
