@@ -812,7 +812,7 @@ def _indices(text: str | None, flag: str) -> list[int] | None:
 
 def _select(trace: Trace, layers, heads) -> Trace:
     """The trace with only the chosen layers and heads (an unknown one is an error)."""
-    from glassformer.explain.html import select_steps
+    from glassformer.explain.select import select_steps
 
     if layers is None and heads is None:
         return trace

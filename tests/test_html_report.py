@@ -20,7 +20,8 @@ from glassformer.cli import main
 from glassformer.config import Config, preset
 from glassformer.decode import beam_search, greedy
 from glassformer.errors import GlassformerError
-from glassformer.explain.html import MAX_BYTES, attention_maps, render_html
+from glassformer.explain.html import MAX_BYTES, asset, render_html
+from glassformer.explain.select import attention_maps
 from glassformer.trace import scope, tracing
 
 FORBIDDEN = ("http://", "https://", "//cdn", "<link", 'src="http', "src=", "url(", "@import")
@@ -161,6 +162,14 @@ def test_hello_world_report_tells_the_story(hello):
 def test_repr_html_is_the_same_report():
     trace = walkthrough.self_attention()
     assert trace._repr_html_() == render_html(trace)
+
+
+def test_style_and_script_are_the_package_asset_files_inlined():
+    page = render_html(walkthrough.self_attention())
+    root = re.search(r'<div class="gf" id="(gf-[0-9a-f]{10})">', page).group(1)
+    assert f"<style>\n{asset('report.css')}</style>" in page
+    assert f"<script>\n{asset('report.js').replace('ROOT_ID', root)}</script>" in page
+    assert "ROOT_ID" in asset("report.js") and "ROOT_ID" not in page
 
 
 def test_repr_html_needs_only_the_trace_import():
