@@ -41,6 +41,7 @@ from glassformer import data as D  # noqa: E402
 from glassformer import metrics  # noqa: E402
 from glassformer import train as T  # noqa: E402
 from glassformer.config import Config, preset  # noqa: E402
+from glassformer.tasks import prepare_task  # noqa: E402
 from glassformer.torch_model import sinusoidal_table  # noqa: E402
 
 # -- the peer: a plain nn.Transformer script ----------------------------------------------------
@@ -197,7 +198,7 @@ def _task(cfg: Config, tcfg, tokenizer: str, vocab: int):
     key = (tokenizer, vocab, tcfg.max_tokens, tcfg.seed, cfg.max_len)
     if key not in _TASKS:
         t0 = time.perf_counter()
-        _TASKS[key] = T.prepare_task(
+        _TASKS[key] = prepare_task(
             "translate",
             cfg,
             tcfg,

@@ -5,6 +5,7 @@ A NumPy float64 reference engine (`glassformer.reference`) that *is* the math of
 recorded by `glassformer.trace`, over one `Config` and one weight-naming scheme (`weights.spec`).
 """
 
+from glassformer import explain  # noqa: F401 (installs Trace._repr_html_: Jupyter shows reports)
 from glassformer.config import PRESETS, Config, preset
 from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
 

@@ -11,7 +11,7 @@ batches an uninterrupted one would:
 
 Padding is on the right; `valid` masks are True on real tokens (the library's mask meaning).
 
-Deliberately not here: tokenization (`tokenizer.py`), torch tensors or devices (the training loop
+Deliberately not here: tokenization (`tokenizer/`), torch tensors or devices (the training loop
 converts), downloads (everything used is shipped or given as a path), and sharding across
 processes.
 """

@@ -8,7 +8,8 @@ unless a trace is active or `explicit` is set, in which case the explicit
 softmax(QKᵀ/√D)·V path runs and records Q, K, V, scores, A and C per head under the reference
 engine's names (for the first sequence of the batch).
 
-Deliberately not here: decoding loops (`decode.py`), checkpoint files (`weights.py`), training.
+Deliberately not here: decoding loops (`decode.py`; batched greedy translation in
+`inference.py`), checkpoint files (`weights.py`), training.
 This module never imports the reference engine; their contract is the parity test.
 
 Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim
@@ -557,48 +558,6 @@ def _copy_cache(cache: KVCache) -> KVCache:
         cross_k=list(cache.cross_k),
         cross_v=list(cache.cross_v),
     )
-
-
-@torch.no_grad()
-def greedy_batch(
-    model: Transformer,
-    srcs: list[list[int]],
-    pad_id: int,
-    bos_id: int,
-    eos_id: int | None,
-    max_new_tokens: int,
-) -> list[list[int]]:
-    """Greedy translation of a batch of source sequences with one shared KV cache.
-
-    Returns each sentence's generated ids (BOS and EOS excluded). Sentences that reached EOS keep
-    being fed (their outputs are ignored) until all are done or the limit is hit.
-    """
-    device = next(model.parameters()).device
-    S = max(len(s) for s in srcs)
-    src = torch.full((len(srcs), S), pad_id, dtype=torch.long, device=device)
-    for b, s in enumerate(srcs):
-        src[b, : len(s)] = torch.as_tensor(s)
-    src_valid = (
-        torch.arange(S, device=device)[None, :]
-        < torch.tensor([len(s) for s in srcs], device=device)[:, None]
-    )
-    cache = KVCache.empty(model.cfg.n_decoder_layers)
-    new = torch.full((len(srcs), 1), bos_id, dtype=torch.long, device=device)
-    out: list[list[int]] = [[] for _ in srcs]
-    done = torch.zeros(len(srcs), dtype=torch.bool, device=device)
-    for _ in range(max_new_tokens):
-        logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
-        nxt = logits[:, -1].argmax(-1)  # (B,)
-        for b in torch.nonzero(~done).flatten().tolist():
-            token = int(nxt[b])
-            if token == eos_id:
-                done[b] = True
-            else:
-                out[b].append(token)
-        if bool(done.all()):
-            break
-        new = nxt[:, None]
-    return out
 
 
 def many_step_fn(model: Transformer, src_ids=None):

@@ -4,8 +4,9 @@
 `with tracing() as tr:` it records a copy of `x` under the current `scope` prefix, so the math
 never changes to be seen (like flax's `sow`). Names look like `encoder.0.self_attn.head1.A`.
 
-This module only records. Equations come from `explain.glossary` when a step does not bring its
-own; rendering lives in `explain`.
+This module only records. A step that does not bring its own equation gets its name's entry in
+`glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`, which
+installs `Trace._repr_html_`; this module imports nothing from it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from glassformer.glossary import equation_for
 
 _ACTIVE: ContextVar[Trace | None] = ContextVar("glassformer_trace", default=None)
 _PREFIX: ContextVar[tuple[str, ...]] = ContextVar("glassformer_prefix", default=())
@@ -109,11 +112,6 @@ class Trace:
             steps.append(d)
         return {"labels": self.labels, "steps": steps}
 
-    def _repr_html_(self) -> str:  # Jupyter: the same self-contained report as `--html`
-        from glassformer.explain.html import render_html
-
-        return render_html(self)
-
 
 def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None):
     """Record `x` under the current scope if a trace is active; always return `x` unchanged."""
@@ -124,8 +122,6 @@ def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None):
     arr = np.asarray(x)
     values = np.array(arr, dtype=bool if arr.dtype == bool else float, copy=True)
     if not equation:
-        from glassformer.explain.glossary import equation_for
-
         equation = equation_for(full)
     trace.steps.append(Step(full, values, equation, note, rows, cols))
     return x

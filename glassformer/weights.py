@@ -326,18 +326,14 @@ def _exchange(a: Path, b: Path) -> bool:
 def load(path: str | Path, dtype=np.float64):
     """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked.
 
-    A Hugging Face model folder (its config.json names a `model_type`) is imported on the fly.
+    Only glassformer's own directories: `loading.load` also takes a Hugging Face model folder.
     """
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    from glassformer import hf_dir
     from glassformer import tokenizer as tok
 
     path = Path(path)
-    if hf_dir.is_hf_folder(path):
-        imported = hf_dir.load(path, dtype)
-        return imported.cfg, imported.params, imported.tokenizer
     if not path.is_dir():
         raise CheckpointError(
             f"checkpoint {path} not found: expected a directory with "

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from glassformer import hf_dir, reference, weights  # noqa: E402
+from glassformer import hf_dir, loading, reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
 from glassformer.tokenizer import BPETokenizer, HFTokenizer  # noqa: E402
@@ -78,7 +78,7 @@ def test_gpt2_folder_in_and_out(gpt2_dir, tmp_path, capsys):
     folder, model = gpt2_dir
     assert main(["import-hf", str(folder), str(tmp_path / "ck")]) == 0
     cfg, params, _ = weights.load(tmp_path / "ck")
-    direct = weights.load(folder)  # a Hugging Face folder is a checkpoint too
+    direct = loading.load(folder)  # a Hugging Face folder is a checkpoint too
     assert all(np.array_equal(direct[1][n], params[n]) for n in params)
     ids = ids_tensor([3, 7, 9, 1, 4, 12])
     with torch.no_grad():
@@ -177,7 +177,7 @@ def test_marian_folder_in(tmp_path):
     model = transformers.MarianMTModel(config).eval()
     randomize(model, 2)
     model.save_pretrained(tmp_path)
-    cfg, params, tok = weights.load(tmp_path)
+    cfg, params, tok = loading.load(tmp_path)
     assert tok is None  # no tokenizer files: the weights alone
     assert (cfg.embed_scale, cfg.positions, cfg.activation) == (True, "sinusoidal_split", "silu")
     src, tgt = ids_tensor([5, 6, 7, 3]), ids_tensor([0, 8, 9])
@@ -191,7 +191,7 @@ def test_weights_only_bin_is_read_and_a_pickle_is_refused(bert_dir, tmp_path):
     folder, model = bert_dir
     (tmp_path / "config.json").write_text((folder / "config.json").read_text())
     torch.save(model.state_dict(), tmp_path / "pytorch_model.bin")
-    cfg, params, _ = weights.load(tmp_path)
+    cfg, params, _ = loading.load(tmp_path)
     np.testing.assert_array_equal(
         params["encoder.type_embed.weight"],
         model.embeddings.token_type_embeddings.weight.detach().numpy(),
@@ -203,7 +203,7 @@ def test_weights_only_bin_is_read_and_a_pickle_is_refused(bert_dir, tmp_path):
 
     (tmp_path / "pytorch_model.bin").write_bytes(pickle.dumps({"x": Evil()}, protocol=2))
     with pytest.raises(CheckpointError, match="not a weights-only PyTorch file"):
-        weights.load(tmp_path)
+        loading.load(tmp_path)
 
 
 def test_bfloat16_and_prefixed_folders(bert_dir, tmp_path):

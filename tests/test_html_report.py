@@ -7,6 +7,9 @@ import base64
 import html
 import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +20,8 @@ from glassformer.cli import main
 from glassformer.config import Config, preset
 from glassformer.decode import beam_search, greedy
 from glassformer.errors import GlassformerError
-from glassformer.explain.html import MAX_BYTES, attention_maps, render_html
+from glassformer.explain.html import MAX_BYTES, asset, render_html
+from glassformer.explain.select import attention_maps
 from glassformer.trace import scope, tracing
 
 FORBIDDEN = ("http://", "https://", "//cdn", "<link", 'src="http', "src=", "url(", "@import")
@@ -158,6 +162,31 @@ def test_hello_world_report_tells_the_story(hello):
 def test_repr_html_is_the_same_report():
     trace = walkthrough.self_attention()
     assert trace._repr_html_() == render_html(trace)
+
+
+def test_style_and_script_are_the_package_asset_files_inlined():
+    page = render_html(walkthrough.self_attention())
+    root = re.search(r'<div class="gf" id="(gf-[0-9a-f]{10})">', page).group(1)
+    assert f"<style>\n{asset('report.css')}</style>" in page
+    assert f"<script>\n{asset('report.js').replace('ROOT_ID', root)}</script>" in page
+    assert "ROOT_ID" in asset("report.js") and "ROOT_ID" not in page
+
+
+def test_repr_html_needs_only_the_trace_import():
+    """In Jupyter `from glassformer.trace import tracing` alone gives the HTML view: the package
+    installs it (the trace itself imports nothing from explain), and renders only when asked."""
+    code = (
+        "import sys\n"
+        "from glassformer.trace import tap, tracing\n"
+        "assert 'glassformer.explain.html' not in sys.modules\n"
+        "with tracing() as tr:\n"
+        "    tap('x', [[1.0, 2.0]])\n"
+        "print(tr._repr_html_()[:15])\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "<!DOCTYPE html>"
 
 
 # -- large traces: heatmaps, data, the size bound -----------------------------------------------

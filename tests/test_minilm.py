@@ -21,7 +21,7 @@ except ImportError:  # pragma: no cover - make test installs it
         allow_module_level=True,
     )
 
-from glassformer import reference, weights  # noqa: E402
+from glassformer import loading, reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.torch_model import from_params, sentence_embeddings  # noqa: E402
 
@@ -37,7 +37,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def minilm():
-    return weights.load(FOLDER)
+    return loading.load(FOLDER)
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,9 @@ from glassformer import data as D  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
+from glassformer.tasks import Task, prepare_task  # noqa: E402
 from glassformer.tokenizer import CharTokenizer, MetaspaceBPETokenizer  # noqa: E402
-from glassformer.train import Task, TrainConfig, lr_at, param_groups, prepare_task, train  # noqa: E402
+from glassformer.train import TrainConfig, lr_at, param_groups, train  # noqa: E402
 
 TINY = dict(d_model=32, n_heads=2, d_ff=64, max_len=32)
 ROOT = Path(__file__).resolve().parents[1]
@@ -215,7 +216,8 @@ def test_kill_9_during_saves_never_loses_the_checkpoint(tmp_path):
 DDP_SCRIPT = """
 import json, sys
 from glassformer.config import Config
-from glassformer.train import TrainConfig, prepare_task, train, dist_info
+from glassformer.tasks import prepare_task
+from glassformer.train import TrainConfig, train, dist_info
 cfg = Config(arch="decoder", vocab_size=1, d_model=32, n_heads=2, d_ff=64, max_len=32,
              positions="learned", norm="pre")
 tcfg = TrainConfig(task="lm", max_steps=4, batch_size=4, block_size=16, eval_interval=100,

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.errors import GlassformerError
-from glassformer.explain.html import SMALL, attention_maps, select_steps
+from glassformer.explain.html import SMALL
+from glassformer.explain.select import attention_maps, select_steps
 from glassformer.trace import Trace
 
 MAX_TICKS = 40  # more tokens than this: label every k-th

@@ -1,7 +1,8 @@
 """Name -> equation, in the articles' notation, for every step the reference engine records.
 
 The last component of a step name (`encoder.0.self_attn.head1.A` -> `A`) selects the entry;
-`self_attn` / `cross_attn` in the name say where Q and K, V come from. Data only.
+`self_attn` / `cross_attn` in the name say where Q and K, V come from. Data only: it sits below
+the trace (which fills in a recorded step's equation from it) and imports nothing.
 """
 
 from __future__ import annotations

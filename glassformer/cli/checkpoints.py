@@ -1,0 +1,203 @@
+"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `export-hf`, and
+`embed` (sentence embeddings of a checkpoint or a Hugging Face folder).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from glassformer import inference, loading, weights
+from glassformer.cli.common import config_args, encode, load_model, read_text
+from glassformer.config import preset
+from glassformer.errors import GlassformerError
+
+
+def add_parsers(sub) -> None:
+    c = sub.add_parser(
+        "config",
+        help="print a preset's config as JSON",
+        description="Print a config (a preset with --set overrides) as JSON.",
+    )
+    config_args(c)
+    c.set_defaults(func=cmd_config)
+
+    i = sub.add_parser(
+        "init",
+        help="write a checkpoint with seeded random weights",
+        description="Create a checkpoint directory (config.json, "
+        "model.safetensors, tokenizer.json) with seeded random weights.",
+    )
+    i.add_argument("out", help="output checkpoint directory")
+    config_args(i)
+    i.add_argument(
+        "--tokenizer",
+        choices=["article", "char", "word"],
+        default="article",
+        help="article: the Random Transformer's 10 words (default); char/word: built from --corpus",
+    )
+    i.add_argument("--corpus", metavar="FILE", help="UTF-8 text to build a char/word vocabulary")
+    i.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
+    i.add_argument("--std", type=float, default=0.02, help="weight std (default 0.02)")
+    i.set_defaults(func=cmd_init)
+
+    ex = sub.add_parser(
+        "export",
+        help="copy a checkpoint's model and tokenizer, e.g. to float16",
+        description="Write CKPT's config, weights (in --dtype) and tokenizer to "
+        "OUT, without the training state: a small checkpoint to ship.",
+    )
+    ex.add_argument("checkpoint")
+    ex.add_argument("out")
+    ex.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float16")
+    ex.add_argument(
+        "--average",
+        type=int,
+        metavar="K",
+        help="export the mean of the last K weight snapshots (train with keep_snapshots=K)",
+    )
+    ex.set_defaults(func=cmd_export)
+
+    ih = sub.add_parser(
+        "import-hf",
+        help="convert a Hugging Face model folder (GPT-2, BERT/MiniLM, Marian) to a checkpoint",
+        description="Read HF_DIR (config.json, model.safetensors or a weights-only "
+        "pytorch_model.bin, tokenizer.json or vocab files) and write a glassformer checkpoint "
+        "to OUT. Every command also reads HF_DIR directly; this makes the conversion explicit "
+        "and reports what was left out.",
+    )
+    ih.add_argument("hf_dir")
+    ih.add_argument("out")
+    ih.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float32")
+    ih.set_defaults(func=cmd_import_hf)
+
+    xh = sub.add_parser(
+        "export-hf",
+        help="write a checkpoint as a Hugging Face folder (decoder: GPT-2; encoder: BERT)",
+        description="Write CKPT as a folder that transformers loads: a decoder-only model as "
+        "GPT2LMHeadModel, an encoder without a classifier as BertModel (float32 weights).",
+    )
+    xh.add_argument("checkpoint")
+    xh.add_argument("out")
+    xh.set_defaults(func=cmd_export_hf)
+
+    em = sub.add_parser(
+        "embed",
+        help="sentence embeddings from an encoder (e.g. all-MiniLM-L6-v2)",
+        description="Mean of the encoder's outputs over the tokens, divided by its length "
+        "(L2): one unit vector per TEXT, and the cosine similarity of every pair.",
+    )
+    em.add_argument("checkpoint", help="a glassformer checkpoint or a Hugging Face folder")
+    em.add_argument("text", nargs="+")
+    em.add_argument(
+        "--engine",
+        choices=["torch", "reference"],
+        default="torch",
+        help="torch (float32, batched; default) or reference (NumPy float64)",
+    )
+    em.add_argument("--json", action="store_true", help="print JSON for programs")
+    em.set_defaults(func=cmd_embed)
+
+
+def cmd_config(args) -> int:
+    cfg = preset(args.preset).override(*args.overrides)
+    print(cfg.to_json(), end="")
+    print(f"# {weights.n_params(cfg):,} parameters", file=sys.stderr)
+    return 0
+
+
+def cmd_init(args) -> int:
+    from glassformer import tokenizer as tk
+
+    cfg = preset(args.preset).override(*args.overrides)
+    if args.tokenizer == "article":
+        tok = tk.article_tokenizer()
+    else:
+        if not args.corpus:
+            raise GlassformerError(
+                f"--tokenizer {args.tokenizer} needs --corpus FILE to build its vocabulary"
+            )
+        text = read_text(args.corpus)
+        cls = tk.CharTokenizer if args.tokenizer == "char" else tk.WordTokenizer
+        tok = cls.train([text])
+    if cfg.vocab_size != tok.vocab_size:
+        cfg = cfg.override(f"vocab_size={tok.vocab_size}")
+    params = weights.init(cfg, seed=args.seed, std=args.std)
+    weights.save(args.out, cfg, params, tokenizer=tok)
+    print(
+        f"wrote {args.out}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
+        f"{args.tokenizer} tokenizer of {tok.vocab_size} tokens"
+    )
+    return 0
+
+
+def cmd_export(args) -> int:
+    cfg, params, tok = loading.load(args.checkpoint)
+    if args.average is not None:
+        params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
+        print(f"averaged the weights of steps {', '.join(map(str, steps))}")
+    weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype)
+    size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
+    print(
+        f"wrote {args.out}: {weights.n_params(cfg):,} parameters as {args.dtype} "
+        f"({size / 1e6:.1f} MB)"
+    )
+    return 0
+
+
+def cmd_import_hf(args) -> int:
+    from glassformer import hf_dir
+
+    if not hf_dir.is_hf_folder(args.hf_dir):
+        raise GlassformerError(
+            f"{args.hf_dir} is not a Hugging Face model folder (no config.json with a "
+            "model_type); give the folder save_pretrained wrote"
+        )
+    imp = hf_dir.load(args.hf_dir)
+    weights.save(args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype)
+    print(
+        f"imported {imp.family} from {args.hf_dir}: {imp.cfg.arch}, "
+        f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
+    )
+    for name, reason in imp.skipped.items():
+        print(f"  left out {name}: {reason}")
+    for note in imp.notes:
+        print(f"  {note}")
+    return 0
+
+
+def cmd_export_hf(args) -> int:
+    from glassformer import hf_dir
+
+    cfg, params, tok = loading.load(args.checkpoint)
+    family, out = hf_dir.export(args.out, cfg, params, tok)
+    print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")
+    return 0
+
+
+def cmd_embed(args) -> int:
+    cfg, params, tok = load_model(args.checkpoint)
+    if not cfg.has_encoder:
+        raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
+    ids = [encode(tok, t, cfg) for t in args.text]
+    E = inference.embed(cfg, params, ids, args.engine)  # (N, C)
+    cosine = E @ E.T  # unit vectors: dot product = cosine similarity
+    if args.json:
+        items = [
+            {"text": t, "tokens": tok.tokens(x), "ids": x, "embedding": e.tolist()}
+            for t, x, e in zip(args.text, ids, E, strict=True)
+        ]
+        out = {"model": args.checkpoint, "engine": args.engine, "dim": int(E.shape[1])}
+        print(json.dumps(out | {"embeddings": items, "cosine": cosine.tolist()}))
+        return 0
+    for k, (t, e) in enumerate(zip(args.text, E, strict=True)):
+        head = ", ".join(f"{v:+.4f}" for v in e[:6])
+        print(f"[{k}] {t!r}: {E.shape[1]} dims, |e| = {np.linalg.norm(e):.4f}  [{head}, ...]")
+    if len(args.text) > 1:
+        print("cosine similarity:")
+        for k, row in enumerate(cosine):
+            print(f"  [{k}] " + " ".join(f"{v:6.3f}" for v in row))
+    return 0

@@ -1,0 +1,203 @@
+"""What the command families share: running a command (its errors become one line and exit
+status 2), options that several commands take, loading a model with its tokenizer, turning user
+text into token ids with the checks the engines expect, decoding as the options say, and reading
+and writing the user's files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from glassformer import inference, loading, weights
+from glassformer.config import PRESETS
+from glassformer.errors import GlassformerError, Interrupted
+
+EXIT_USAGE = 2
+
+
+def run(args) -> int:
+    """Run the parsed command: a user error is one line on stderr and exit status 2, never a
+    traceback; Ctrl-C is one line and 130; a closed pipe (`glassformer ... | head`) is success."""
+    try:
+        return args.func(args) or 0
+    except GlassformerError as e:
+        print(f"glassformer: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except Interrupted as e:  # the work so far was saved; the message says how to continue
+        print(f"glassformer: {e}", file=sys.stderr)
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        print("glassformer: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `glassformer ... | head`
+        return 0
+
+
+# -- options shared by several commands ---------------------------------------------------------
+
+
+def report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="write one self-contained HTML page (no network needed) that follows the data "
+        "through the model, instead of printing the steps",
+    )
+    p.add_argument(
+        "--png",
+        metavar="DIR",
+        help="write one attention heatmap PNG per layer, head and kind to DIR (needs matplotlib)",
+    )
+    p.add_argument(
+        "--layers",
+        metavar="LIST",
+        help="only these blocks of the model, counted from 0, e.g. 0,1 (every output)",
+    )
+    p.add_argument(
+        "--heads", metavar="LIST", help="only these attention heads, counted from 0, e.g. 0"
+    )
+
+
+def decoding_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--strategy",
+        choices=["greedy", "sample", "beam"],
+        default="greedy",
+        help="greedy (default), sample (temperature/top-k/top-p) or beam search",
+    )
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
+    p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
+    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
+    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same text)")
+    p.add_argument("--beam-width", type=int, default=4, help="beam search width (4)")
+    p.add_argument(
+        "--length-penalty",
+        type=float,
+        default=1.0,
+        help="beam score = log-prob / generated_tokens^penalty (1.0)",
+    )
+
+
+def config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--preset",
+        default="hello-world",
+        choices=list(PRESETS),
+        help="starting config (default hello-world)",
+    )
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set d_model=64 (repeatable)",
+    )
+
+
+# -- models and user text -----------------------------------------------------------------------
+
+
+def load_model(path: str):
+    """A checkpoint or Hugging Face folder that can take text: (cfg, params, tokenizer)."""
+    cfg, params, tok = loading.load(path)
+    if tok is None:
+        raise GlassformerError(
+            f"checkpoint {path} has no {weights.TOKENIZER_FILE}: text cannot "
+            "be encoded; save it with its tokenizer"
+        )
+    return cfg, params, tok
+
+
+def bos(tok) -> list[int]:
+    if tok.bos_id is None:
+        raise GlassformerError("the tokenizer has no start token (SOS/BOS) to start decoding from")
+    return [tok.bos_id]
+
+
+def encode(tok, text: str, cfg, room: int = 0) -> list[int]:
+    """Token ids of user text, with the checks the engines expect (never empty, never too long)."""
+    if not text.strip():
+        raise GlassformerError("the text is empty: give at least one word")
+    ids, unknown = tok.encode_for_model(text)
+    if not ids:
+        raise GlassformerError("the text has no tokens: give at least one word")
+    if unknown:
+        shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+        print(
+            f"glassformer: note: {len(unknown)} unknown token(s) mapped to "
+            f"{tok.specials.get('unk')}: {shown}",
+            file=sys.stderr,
+        )
+    limit = cfg.max_len - room
+    if len(ids) > limit:
+        raise GlassformerError(
+            f"the text has {len(ids)} tokens but the model takes at most "
+            f"{limit} (max_len {cfg.max_len}); shorten it"
+        )
+    return ids
+
+
+def run_decoding(args, step, prompt: list[int], tok, cfg):
+    """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult."""
+    max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
+    if max_new < 1:
+        raise GlassformerError("--max-new-tokens must be at least 1")
+    return inference.run_decoding(
+        step,
+        prompt,
+        max_new_tokens=max_new,
+        eos_id=tok.eos_id,
+        max_len=cfg.max_len,
+        strategy=args.strategy,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        beam_width=args.beam_width,
+        length_penalty=args.length_penalty,
+    )
+
+
+# -- files --------------------------------------------------------------------------------------
+
+
+def read_text(path: str) -> str:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as e:
+        raise GlassformerError(f"cannot read {path}: {e.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise GlassformerError(f"{path}, line {line}: not valid UTF-8 text") from None
+    if not text.strip():
+        raise GlassformerError(f"{path} is empty")
+    return text
+
+
+def write_json(path: str, data: dict) -> None:
+    text = json.dumps(data, ensure_ascii=False, default=json_default)
+    if path == "-":
+        print(text)
+        return
+    write_text(path, text + "\n")
+
+
+def write_text(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise GlassformerError(f"cannot write {path}: {e.strerror}") from None
+
+
+def json_default(o):
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(type(o).__name__)

@@ -1,0 +1,83 @@
+"""Using a model on text: `generate` (greedy, sampling or beam search from either engine) and
+`translate` (sentences through an encoder-decoder). The work is `glassformer.inference`'s; here
+are the options, the checks on user text, and the printing.
+"""
+
+from __future__ import annotations
+
+from glassformer import inference
+from glassformer.cli.common import bos, decoding_args, encode, load_model, read_text, run_decoding
+from glassformer.errors import GlassformerError
+
+
+def add_parsers(sub) -> None:
+    g = sub.add_parser(
+        "generate",
+        help="generate text: greedy, sampling or beam search",
+        description="Decode from a checkpoint (greedy by default). Encoder-decoder: TEXT is "
+        "the source and the output starts from SOS. Decoder: TEXT is the prompt.",
+    )
+    g.add_argument("checkpoint", help="checkpoint directory")
+    g.add_argument("text", help="source text or prompt")
+    g.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="stop after this many tokens (default: up to max_len)",
+    )
+    g.add_argument(
+        "--engine",
+        choices=["auto", "reference", "torch"],
+        default="auto",
+        help="reference: NumPy float64; torch: PyTorch with a KV cache; auto: torch "
+        "if installed (default)",
+    )
+    decoding_args(g)
+    g.set_defaults(func=cmd_generate)
+
+    tl = sub.add_parser(
+        "translate",
+        help="translate sentences with an encoder-decoder",
+        description="Translate TEXT arguments, or --input FILE (one sentence a "
+        "line); translations go to stdout, one a line.",
+    )
+    tl.add_argument("checkpoint")
+    tl.add_argument("text", nargs="*", help="sentences to translate")
+    tl.add_argument("--input", metavar="FILE", help="a UTF-8 file, one sentence a line")
+    tl.add_argument("--beam", type=int, default=4, help="beam width (default 4; 1 = greedy)")
+    tl.set_defaults(func=cmd_translate)
+
+
+def cmd_generate(args) -> int:
+    cfg, params, tok = load_model(args.checkpoint)
+    if cfg.arch == "encoder":
+        raise GlassformerError("an encoder-only model does not generate; use `explain`")
+    ids = encode(tok, args.text, cfg)
+    src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
+    step = inference.step_function(args.engine, cfg, params, src)
+    out = run_decoding(args, step, prompt, tok, cfg).ids
+    print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
+    return 0
+
+
+def cmd_translate(args) -> int:
+    import torch
+
+    from glassformer.torch_model import from_params
+
+    cfg, params, tok = load_model(args.checkpoint)
+    if cfg.arch != "encoder-decoder":
+        raise GlassformerError(
+            f"{args.checkpoint} is a {cfg.arch} model; translate needs an encoder-decoder"
+        )
+    sentences = list(args.text)
+    if args.input:
+        sentences += [line for line in read_text(args.input).splitlines() if line.strip()]
+    if not sentences:
+        raise GlassformerError("nothing to translate: give sentences or --input FILE")
+    for s in sentences:
+        encode(tok, s, cfg)
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    for line in inference.translate(model, tok, sentences, beam=args.beam):
+        print(line)
+    return 0

@@ -1,0 +1,262 @@
+"""Training and evaluation: `train` (lm, translate or classify, with a progress bar) and `eval`
+(perplexity, BLEU + chrF, or accuracy on data).
+"""
+
+from __future__ import annotations
+
+import sys
+
+from glassformer import weights
+from glassformer.cli.common import load_model
+from glassformer.config import PRESETS, preset
+from glassformer.errors import GlassformerError, Interrupted
+
+
+def add_parsers(sub) -> None:
+    tr = sub.add_parser(
+        "train",
+        help="train a model (lm, translate or classify)",
+        description="Train a model and write checkpoints to --out. --set takes "
+        "any Config field (d_model=128) or training field (lr=3e-4, bf16=true).",
+    )
+    tr.add_argument(
+        "task",
+        choices=["lm", "translate", "classify"],
+        help="lm: decoder LM on text; translate: encoder-decoder on TSV pairs; "
+        "classify: encoder language identification on TSV pairs",
+    )
+    tr.add_argument("--out", required=True, help="checkpoint directory (written atomically)")
+    tr.add_argument(
+        "--data",
+        help="a shipped corpus (tinyshakespeare, eng-spa) or a file path "
+        "(default: tinyshakespeare for lm, eng-spa otherwise)",
+    )
+    tr.add_argument(
+        "--valid",
+        help="validation TSV (default: eng-spa-valid for the shipped "
+        "pairs, else the last 500 pairs)",
+    )
+    tr.add_argument(
+        "--preset",
+        choices=list(PRESETS),
+        help="model config (default: char-lm, translator or encoder-classifier by task)",
+    )
+    tr.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a Config or TrainConfig field (repeatable)",
+    )
+    tr.add_argument(
+        "--tokenizer",
+        choices=["char", "word", "bpe", "sp-bpe"],
+        help="tokenizer to build (default: char for lm, sp-bpe for translate, bpe for classify); "
+        "bpe is byte-level, "
+        "sp-bpe SentencePiece-style (words kept whole behind a ▁)",
+    )
+    tr.add_argument("--vocab-size", type=int, default=8000, help="BPE/word vocabulary (8000)")
+    tr.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
+    tr.add_argument(
+        "--init",
+        metavar="CKPT",
+        help="start from this checkpoint's weights (fine-tuning; its tokenizer is reused)",
+    )
+    tr.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a checkpoint on data",
+        description="Perplexity (lm, text file), BLEU + chrF on decoded text "
+        "(translate, TSV), or accuracy (classify, TSV).",
+    )
+    ev.add_argument("checkpoint")
+    ev.add_argument("--data", required=True, help="a shipped corpus name or a file path")
+    ev.add_argument("--beam", type=int, default=4, help="beam width for translation (4)")
+    ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N examples")
+    ev.set_defaults(func=cmd_eval)
+
+
+TASK_PRESETS = {"lm": "char-lm", "translate": "translator", "classify": "encoder-classifier"}
+
+
+def cmd_train(args) -> int:
+    from glassformer import train as T
+    from glassformer.tasks import prepare_task
+
+    model_sets, train_sets = _split_overrides(args.overrides)
+    cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
+    tcfg = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task]).override(*train_sets)
+    data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
+    valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
+    tokenizer, init_params = None, None
+    if args.init:
+        init_cfg, init_params, tokenizer = load_model(args.init)
+        cfg = init_cfg if args.task != "classify" else init_cfg.override(*model_sets)
+    if args.resume:
+        saved_cfg, _, tokenizer = load_model(args.out)
+        cfg = saved_cfg
+    cfg, task = prepare_task(
+        args.task,
+        cfg,
+        tcfg,
+        data,
+        valid,
+        tokenizer=tokenizer,
+        tokenizer_kind=args.tokenizer,
+        vocab_size=args.vocab_size,
+    )
+    if init_params is not None:
+        init_params = _fit_init(cfg, init_params)
+    print(
+        f"training {args.task}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
+        f"{task.tokenizer.kind} tokenizer of {task.tokenizer.vocab_size} tokens, "
+        f"{tcfg.max_steps} steps -> {args.out}",
+        file=sys.stderr,
+    )
+    if tcfg.bf16 and not T.bf16_supported(args.device):
+        print(
+            f"glassformer: note: this {args.device} has no native bf16; training in fp32",
+            file=sys.stderr,
+        )
+    progress = _Progress(tcfg.max_steps, disable=args.quiet)
+    try:
+        rows = T.train(
+            cfg,
+            tcfg,
+            task,
+            args.out,
+            resume=args.resume,
+            init_params=init_params,
+            device=args.device,
+            callback=progress,
+        )
+    except Interrupted as e:
+        raise Interrupted(
+            e.signum, f"{e}; continue with: glassformer train {args.task} --out {args.out} --resume"
+        ) from None
+    finally:
+        progress.close()
+    last = rows[-1]
+    print(" ".join(f"{k}={_fmt(v)}" for k, v in last.items() if k != "bleu_signature"))
+    if "bleu_signature" in last:
+        print(f"BLEU signature: {last['bleu_signature']}")
+    return 0
+
+
+def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
+    """--set items for the Config and for the TrainConfig; unknown keys are one clear error."""
+    import dataclasses as dc
+
+    from glassformer.config import Config
+    from glassformer.train import TrainConfig
+
+    model_keys = {f.name for f in dc.fields(Config)}
+    train_keys = {f.name for f in dc.fields(TrainConfig)}
+    model, train = [], []
+    for item in overrides:
+        key = item.partition("=")[0].strip()
+        if key in model_keys:
+            model.append(item)
+        elif key in train_keys:
+            train.append(item)
+        else:
+            raise GlassformerError(
+                f"--set {item!r}: unknown field {key!r}; model fields: "
+                f"{', '.join(sorted(model_keys))}; training fields: "
+                f"{', '.join(sorted(train_keys))}"
+            )
+    return model, train
+
+
+def _fit_init(cfg, params: dict) -> dict:
+    """Fine-tuning: keep the imported weights, add a fresh head where the new config has one."""
+    fresh = weights.init(cfg, seed=0)
+
+    def reusable(name: str) -> bool:
+        return name in params and params[name].shape == fresh[name].shape
+
+    return {n: params[n] if reusable(n) else fresh[n] for n in fresh}
+
+
+class _Progress:
+    """The training callback: a tqdm bar with loss, tokens/s and ETA; a line per evaluation."""
+
+    def __init__(self, total: int, disable: bool = False):
+        from tqdm import tqdm
+
+        self.bar = tqdm(
+            total=total, disable=disable, unit="step", dynamic_ncols=True, file=sys.stderr
+        )
+        self.tqdm = tqdm
+
+    def __call__(self, event) -> None:
+        m = event.metrics
+        if event.kind == "step":
+            self.bar.n = event.step
+            self.bar.set_postfix(
+                loss=f"{m['loss']:.4f}",
+                tok_s=f"{m['tokens_per_s']:.0f}",
+                lr=f"{m['lr']:.2e}",
+                refresh=False,
+            )
+            self.bar.update(0)
+        elif event.kind == "eval":
+            shown = {
+                k: v
+                for k, v in m.items()
+                if k.startswith(("val", "bleu", "chrf")) and k != "bleu_signature"
+            }
+            self.tqdm.write(
+                f"step {event.step}: " + " ".join(f"{k}={_fmt(v)}" for k, v in shown.items()),
+                file=sys.stderr,
+            )
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _fmt(v) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def cmd_eval(args) -> int:
+    import torch
+
+    from glassformer import data as D
+    from glassformer import metrics
+    from glassformer.inference import classify, translate
+    from glassformer.torch_model import from_params
+
+    cfg, params, tok = load_model(args.checkpoint)
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    if cfg.arch == "decoder":
+        ids = torch.tensor(tok.encode(D.read_text(args.data)))
+        if args.limit:
+            ids = ids[: args.limit]
+        T, total, n = cfg.max_len, 0.0, 0
+        with torch.no_grad():
+            for i in range(0, len(ids) - 1, T):
+                x, y = ids[i : i + T][None], ids[i + 1 : i + T + 1][None]
+                x = x[:, : y.shape[1]]
+                loss = torch.nn.functional.cross_entropy(model(x)[0], y[0], reduction="sum")
+                total, n = total + loss.item(), n + y.numel()
+        print(
+            f"loss {total / n:.4f} perplexity {metrics.perplexity(total / n):.3f} "
+            f"({n} tokens, windows of {T})"
+        )
+        return 0
+    pairs = D.read_pairs(args.data)
+    if args.limit:
+        pairs = pairs[: args.limit]
+    if cfg.arch == "encoder-decoder":
+        hyps = translate(model, tok, [s for s, _ in pairs], beam=args.beam)
+        print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
+        return 0
+    ex = D.language_id(pairs)
+    pred = classify(model, tok, [s for s, _ in ex])
+    print(f"accuracy {metrics.accuracy(pred, [y for _, y in ex]):.4f} ({len(ex)} sentences)")
+    return 0

@@ -1,0 +1,237 @@
+"""Pieces of the HTML report, each a pure function from values to an HTML string (or to a
+heatmap's embedded data): escaped text, labelled numeric tables tinted by value, heatmap data
+(float16, base64) and its downsampling, token chips, one decoding step's top tokens, the
+overflow plot as SVG. The page that puts them together is `html.py`; `rgb` here and `rgb` in
+`assets/report.js` are the same colour scale.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+
+import numpy as np
+
+from glassformer.explain.text import format_number
+from glassformer.trace import Step
+
+TOP_K = 5  # tokens shown per decoding step
+SHRUNK_SIDE = 64  # a downsampled heatmap has at most this many rows and columns
+
+# Symbolic shapes of the engine's steps (legend in `LEGEND`); cross-attention swaps in S.
+SYMBOLS = {
+    **dict.fromkeys(("X", "P", "input", "Z", "normalized", "out", "output"), "T×C"),
+    **dict.fromkeys(("add1", "add2", "add3"), "T×C"),
+    **dict.fromkeys(("Q", "K", "V", "C"), "T×D"),
+    **dict.fromkeys(("scores", "scaled", "mask", "A"), "T×T"),
+    **dict.fromkeys(("mean", "std"), "T×1"),
+    **{"concat": "T×H·D", "hidden": "T×F", "logits": "T×V", "probs": "T×V", "pooled": "C"},
+}
+LEGEND = "T tokens, S encoder tokens, C d_model, H heads, D head dim, F d_ff, V vocabulary"
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def reduced_note(text: str) -> str:
+    return f'<p class="note reduced">{esc(text)}</p>'
+
+
+def dims(shape) -> str:
+    return " × ".join(map(str, shape)) if len(shape) else "scalar"
+
+
+def shape_text(s: Step) -> str:
+    parts = s.name.split(".")
+    symbols = SYMBOLS.get(parts[-1], "")
+    if "cross_attn" in parts:
+        symbols = {"K": "S×D", "V": "S×D"}.get(parts[-1], symbols.replace("T×T", "T×S"))
+    n = len(symbols.split("×")) if symbols else -1
+    sym = f" ({symbols.replace('×', ' × ')})" if n == s.values.ndim else ""
+    return f"shape {dims(s.shape)}{sym}"
+
+
+def group_of(name: str) -> str:
+    """The block a step belongs to (`encoder.0`, `model.step3.decoder.1`) or its name's start."""
+    parts = name.split(".")
+    for i, p in enumerate(parts[:-1]):
+        if p.isdigit() and i > 0 and parts[i - 1] in ("encoder", "decoder"):
+            return ".".join(parts[: i + 1])
+    return ".".join(parts[:2]) if len(parts) >= 3 else parts[0]
+
+
+def rgb(t: float, seq: bool) -> tuple[int, int, int]:
+    """White to blue for weights in [0, 1]; blue (-1) to white (0) to red (+1) otherwise."""
+    if np.isnan(t):
+        return (190, 190, 190)
+    t = max(-1.0, min(1.0, t))
+    end = (33, 102, 172) if seq or t < 0 else (178, 24, 43)
+    a = abs(t)
+    return tuple(round(255 + (c - 255) * a) for c in end)
+
+
+def table(values, rows=None, cols=None) -> str:
+    """A labelled numeric table; cells tinted by value, the exact value in each title."""
+    v = np.asarray(values)
+    if v.ndim == 0:
+        v, rows, cols = v.reshape(1, 1), None, None
+    elif v.ndim == 1:
+        v, rows = v[None, :], None
+    f = v.astype(np.float64)
+    finite = np.abs(f[np.isfinite(f)])
+    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    seq = bool(finite.size) and bool(np.nanmin(np.where(np.isinf(f), 0, f)) >= 0)
+    head = ""
+    if cols is not None:
+        corner = "<th></th>" if rows is not None else ""
+        head = "<tr>" + corner + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>"
+    body = []
+    for i, row in enumerate(v):
+        cells = []
+        for x, fx in zip(row, f[i], strict=True):
+            t = fx / scale if np.isfinite(fx) else (np.nan if np.isnan(fx) else np.sign(fx))
+            r, g, b = rgb(t, seq)
+            dark = " class='dark'" if abs(t) > 0.55 else ""
+            cells.append(
+                f'<td style="background:#{r:02x}{g:02x}{b:02x}"{dark} title="{fx:.12g}">'
+                f"{esc(format_number(x.item() if v.dtype == bool else fx))}</td>"
+            )
+        label = f"<th>{esc(rows[i])}</th>" if rows is not None and i < len(rows) else ""
+        body.append(f"<tr>{label}{''.join(cells)}</tr>")
+    return f'<table class="mat">{head}{"".join(body)}</table>'
+
+
+def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool) -> dict:
+    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64."""
+    v = np.asarray(v, dtype=np.float64)
+    v = v[None, :] if v.ndim == 1 else v.reshape(-1, v.shape[-1])
+    if shrunk:
+        v, rows, cols = downsample(v, rows, cols)
+    finite = np.abs(v[np.isfinite(v)])
+    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    seq = bool(finite.size) and bool(v[np.isfinite(v)].min() >= 0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        half = (v / scale).astype("<f2")
+    return {
+        "shape": list(v.shape),
+        "scale": scale,
+        "seq": seq,
+        "rows": rows,
+        "cols": cols,
+        "f16": base64.b64encode(half.tobytes()).decode("ascii"),
+    }
+
+
+def downsample(v: np.ndarray, rows, cols):
+    """Block means down to at most SHRUNK_SIDE rows and columns; labels become ranges."""
+
+    def bins(n: int, labels):
+        starts = np.unique(np.linspace(0, n, min(n, SHRUNK_SIDE) + 1).astype(int)[:-1])
+        ends = [*starts[1:], n]
+        names = [
+            f"{labels[a] if labels else a}…{labels[b - 1] if labels else b - 1}"
+            if b - a > 1
+            else str(labels[a] if labels else a)
+            for a, b in zip(starts, ends, strict=True)
+        ]
+        return starts, np.diff([*starts, n]), names
+
+    rs, rn, rows = bins(v.shape[0], rows)
+    cs, cn, cols = bins(v.shape[1], cols)
+    with np.errstate(invalid="ignore"):
+        sums = np.add.reduceat(np.add.reduceat(v, rs, axis=0), cs, axis=1)
+    return sums / np.outer(rn, cn), rows, cols
+
+
+def token_chips(words) -> str:
+    return "".join(f'<span class="tok">{esc(w)}</span>' for w in words)
+
+
+def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") -> str:
+    """One decoding step: the tokens read so far, the TOP_K most likely next tokens, and the
+    token that came next (`chosen`, marked, with its rank even when it is not in the top)."""
+    p = np.asarray(probs, dtype=np.float64)
+    labels = list(labels) if labels and len(labels) == len(p) else None  # a classifier's: none
+
+    def name(i: int) -> str:
+        return labels[i] if labels else f"#{i}"
+
+    ranked = np.argsort(-p, kind="stable")
+    rank = {int(i): r for r, i in enumerate(ranked)}
+    order = [int(i) for i in ranked[:TOP_K]]
+    hit = labels.index(chosen) if labels and chosen in labels else None
+    if hit is not None and hit not in order:
+        order.append(hit)
+    rows = "".join(
+        f"<tr{' class=chosen' if i == hit else ''}><td>{rank[i] + 1}</td>"
+        f"<td>{token_chips([name(i)])}</td><td class='bar'><div style='width:{100 * p[i]:.1f}%'>"
+        f"</div></td><td title='{p[i]:.12g}'>{p[i]:.4f}</td></tr>"
+        for i in order
+    )
+    shown = read[-8:]  # the last tokens of the context are enough to place the step
+    reads = f" reads {'… ' if len(read) > 8 else ''}{token_chips(shown)}" if read else ""
+    then = f" → {verb} {token_chips([chosen])}" if chosen is not None else ""
+    return (
+        f"<div class='gen'><h4>{esc(title)}</h4><p>{reads}{then}</p>"
+        f"<table class='top'><tr><th>rank</th><th>token</th><th></th><th>p</th></tr>"
+        f"{rows}</table></div>"
+    )
+
+
+def overflow_svg(series: dict[str, np.ndarray]) -> str:
+    """Max |x| per block on a log scale, one line per run; NaN (or 0, off a log scale) is a
+    break in the line and a red ✕ above it."""
+    W, H, left, right, top, bottom = 640, 300, 64, 16, 40, 40
+    colors = ["#c0392b", "#2e86c1", "#239b56"]
+    finite = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in series.values()])
+    lo = np.floor(np.log10(finite.min())) if finite.size else 0.0
+    hi = max(np.ceil(np.log10(finite.max())) if finite.size else 1.0, lo + 1)
+    n = max(len(v) for v in series.values())
+
+    def x(k):
+        return left + (W - left - right) * (k + 0.5) / n
+
+    def y(val):
+        return top + (H - top - bottom) * (hi - np.log10(val)) / (hi - lo)
+
+    out = [f'<svg class="plot" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img">']
+    out.append("<title>max |x| after each block, log scale</title>")
+    for e in range(int(lo), int(hi) + 1):
+        yy = y(10.0**e)
+        out.append(
+            f'<line x1="{left}" x2="{W - right}" y1="{yy:.1f}" y2="{yy:.1f}" class="grid"/>'
+            f'<text x="{left - 6}" y="{yy + 4:.1f}" text-anchor="end">1e{e}</text>'
+        )
+    for k in range(n):
+        out.append(
+            f'<text x="{x(k):.1f}" y="{H - bottom + 18}" text-anchor="middle">block {k + 1}</text>'
+        )
+    for j, (label, v) in enumerate(series.items()):
+        c = colors[j % len(colors)]
+        path, pen = [], "M"
+        for k, val in enumerate(v):
+            if np.isfinite(val) and val > 0:
+                path.append(f"{pen}{x(k):.1f},{y(val):.1f}")
+                pen = "L"
+            else:
+                pen = "M"  # a NaN breaks the line
+        out.append(f'<path d="{" ".join(path)}" fill="none" stroke="{c}" stroke-width="2"/>')
+        for k, val in enumerate(v):
+            tip = f"{esc(label)}, block {k + 1}: {format_number(float(val))}"
+            if np.isfinite(val) and val > 0:
+                out.append(
+                    f'<circle cx="{x(k):.1f}" cy="{y(val):.1f}" r="4" fill="{c}">'
+                    f"<title>{tip}</title></circle>"
+                )
+            else:
+                out.append(
+                    f'<g class="nan"><title>{tip}</title><text x="{x(k):.1f}" y="{top - 10}" '
+                    f'text-anchor="middle" fill="#c0392b">✕ {format_number(float(val))}</text></g>'
+                )
+        out.append(
+            f'<rect x="{left + 10}" y="{top + 8 + 18 * j}" width="12" height="4" fill="{c}"/>'
+            f'<text x="{left + 28}" y="{top + 14 + 18 * j}">{esc(label)}</text>'
+        )
+    out.append("</svg>")
+    return "".join(out)

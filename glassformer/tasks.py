@@ -1,0 +1,219 @@
+"""Training jobs: the data of a task, how a batch becomes a loss, and how a model is evaluated.
+
+`prepare_task` reads the corpora, builds (or reuses) a tokenizer and makes the batch sources of
+one of the three tasks (lm, translate, classify); `batch_loss` is the cross-entropy of one batch
+for each task; `default_evaluate` the validation metrics the training loop logs (loss, perplexity,
+BLEU and chrF on free-running translations, accuracy).
+
+Deliberately not here: the optimisation loop and checkpoints (`train.py`), decoding (`inference`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from glassformer.config import Config
+from glassformer.errors import ConfigError
+from glassformer.inference import translate
+
+# -- tasks: how a batch becomes a loss ----------------------------------------------------------
+
+
+@dataclass
+class Task:
+    """The data of one training job: `train` and `valid` batch sources plus what evaluation
+    needs (validation pairs for BLEU; the tokenizer)."""
+
+    kind: str
+    train: object  # LMBatches | PairBatches | ClassBatches (glassformer.data)
+    valid: object
+    tokenizer: object
+    valid_pairs: list[tuple[str, str]] | None = None
+    valid_ids: np.ndarray | None = None  # lm: the validation token stream
+
+
+def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice(None)):
+    """Mean cross-entropy of one micro-batch and its number of counted tokens (or examples)."""
+    t = _tensors(model, batch, rows)
+    if kind == "lm":
+        logits = model(t["x"])  # (B, T, V)
+        return F.cross_entropy(logits.flatten(0, 1).float(), t["y"].flatten()), t["y"].numel()
+    if kind == "translate":
+        logits = model(
+            t["tgt_in"], valid=t["tgt_valid"], src_ids=t["src"], src_valid=t["src_valid"]
+        )  # (B, T, V)
+        labels = t["tgt_out"].masked_fill(~t["tgt_valid"], -100)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1).float(),
+            labels.flatten(),
+            ignore_index=-100,
+            label_smoothing=label_smoothing,
+        )
+        return loss, int(t["tgt_valid"].sum())
+    logits = model(t["x"], valid=t["valid"])  # (B, n_classes)
+    return F.cross_entropy(logits.float(), t["y"]), t["x"].numel()
+
+
+def _tensors(model, batch: dict, rows=slice(None)) -> dict:
+    """The batch's arrays as tensors on the model's device."""
+    device = next(model.parameters()).device
+    return {
+        k: torch.as_tensor(v[rows]).to(device, non_blocking=True)
+        for k, v in batch.items()
+        if isinstance(v, np.ndarray)
+    }
+
+
+def _next_batch(source, kind: str) -> dict:
+    """A batch as a dict of arrays (LMBatches yields an (x, y) pair)."""
+    batch = source.next()
+    return {"x": batch[0], "y": batch[1]} if isinstance(batch, tuple) else batch
+
+
+# -- evaluation ---------------------------------------------------------------------------------
+
+
+def default_evaluate(model, task: Task, tcfg, final: bool) -> dict:
+    """Validation metrics: loss and perplexity (lm); loss, BLEU and chrF on greedily decoded
+    sentences (translate); loss and accuracy (classify)."""
+    from glassformer import metrics
+
+    if task.kind == "lm":
+        from glassformer.data import LMBatches
+
+        src = task.valid
+        val = LMBatches(task.valid_ids, src.block_size, src.batch_size, seed=0)
+        losses = [
+            batch_loss(model, _next_batch(val, "lm"), "lm")[0].item()
+            for _ in range(tcfg.eval_iters)
+        ]
+        loss = float(np.mean(losses))
+        return {"val_loss": loss, "val_ppl": metrics.perplexity(loss)}
+    if task.kind == "classify":
+        losses, pred, gold = [], [], []
+        for batch in task.valid.epoch_batches():
+            t = _tensors(model, batch)
+            logits = model(t["x"], valid=t["valid"])
+            losses.append(F.cross_entropy(logits.float(), t["y"]).item())
+            pred += logits.argmax(-1).tolist()
+            gold += t["y"].tolist()
+        return {"val_loss": float(np.mean(losses)), "val_acc": metrics.accuracy(pred, gold)}
+    loss_sum, n_tok = 0.0, 0
+    for batch in task.valid.epoch_batches():
+        loss, n = batch_loss(model, batch, "translate")
+        loss_sum, n_tok = loss_sum + loss.item() * n, n_tok + n
+    out = {"val_loss": loss_sum / max(n_tok, 1)}
+    pairs = task.valid_pairs if final else task.valid_pairs[: tcfg.eval_sentences]
+    hyps = translate(model, task.tokenizer, [s for s, _ in pairs])
+    scores = metrics.translation_scores(hyps, [t for _, t in pairs])
+    return out | {"bleu": scores.bleu, "chrf": scores.chrf, "bleu_signature": scores.bleu_signature}
+
+
+# -- preparing a job from corpora ---------------------------------------------------------------
+
+
+def prepare_task(
+    kind: str,
+    cfg: Config,
+    tcfg,  # a train.TrainConfig (batch sizes, max_tokens, seed)
+    data: str,
+    valid: str | None = None,
+    tokenizer=None,
+    tokenizer_kind: str | None = None,
+    vocab_size: int = 8000,
+) -> tuple[Config, Task]:
+    """Read the corpora, build (or reuse) a tokenizer, and make the batch sources.
+
+    lm: a text file (first 90% train, last 10% validation), char tokenizer by default.
+    translate: TSV pairs source<TAB>target (+ a validation TSV), joint sp-bpe by default.
+    classify: language identification from TSV pairs (column 1 = class 0, column 2 = class 1).
+    tokenizer_kind overrides the default: char, word, bpe (byte-level) or sp-bpe
+    (SentencePiece-style); vocab_size is its size (char: every character seen).
+    Returns the config with vocab_size (and max_len for lm) fitted to the data.
+    """
+    from glassformer import data as D
+    from glassformer import tokenizer as T
+
+    def make_tokenizer(texts, default):
+        kind_ = tokenizer_kind or default
+        if kind_ == "char":
+            return T.CharTokenizer.train(texts)
+        if kind_ == "word":
+            return T.WordTokenizer.train(texts, max_size=vocab_size)
+        if kind_ == "sp-bpe":
+            return T.MetaspaceBPETokenizer.train(texts, vocab_size=vocab_size)
+        return T.BPETokenizer.train(texts, vocab_size=vocab_size)
+
+    if kind == "lm":
+        text = D.read_text(data)
+        train_text, valid_text = D.split_text(text, 0.9)
+        tok = tokenizer or make_tokenizer([text], "char")
+        train_ids = np.array(tok.encode(train_text), dtype=np.int64)
+        valid_ids = np.array(tok.encode(valid_text), dtype=np.int64)
+        if tcfg.block_size > cfg.max_len:
+            raise ConfigError(
+                f"block_size {tcfg.block_size} exceeds the model's max_len "
+                f"{cfg.max_len}; lower block_size or raise max_len"
+            )
+        task = Task(
+            "lm",
+            D.LMBatches(train_ids, tcfg.block_size, tcfg.batch_size, tcfg.seed),
+            D.LMBatches(valid_ids, tcfg.block_size, tcfg.batch_size, 0),
+            tok,
+            valid_ids=valid_ids,
+        )
+    elif kind == "translate":
+        pairs = D.read_pairs(data)
+        valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
+        tok = tokenizer or make_tokenizer([t for p in pairs for t in p], "sp-bpe")
+        L = cfg.max_len
+
+        def ids(side):
+            return [tok.encode(s)[:L] for s in side]
+
+        def tids(side):
+            return [tok.encode(s)[: L - 1] for s in side]
+
+        src, tgt = ids([s for s, _ in pairs]), tids([t for _, t in pairs])
+        vsrc, vtgt = ids([s for s, _ in valid_pairs]), tids([t for _, t in valid_pairs])
+        common = dict(
+            pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, max_tokens=tcfg.max_tokens
+        )
+        task = Task(
+            "translate",
+            D.PairBatches(src, tgt, seed=tcfg.seed, **common),
+            D.PairBatches(vsrc, vtgt, seed=0, shuffle=False, **common),
+            tok,
+            valid_pairs=valid_pairs,
+        )
+    elif kind == "classify":
+        pairs = D.read_pairs(data)
+        valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
+        train_ex, valid_ex = D.language_id(pairs), D.language_id(valid_pairs)
+        tok = tokenizer or make_tokenizer([s for s, _ in train_ex], "bpe")
+        L = cfg.max_len
+
+        def batches(ex, seed, shuffle):
+            return D.ClassBatches(
+                [tok.encode_for_model(s)[0][:L] or [tok.pad_id] for s, _ in ex],
+                [y for _, y in ex],
+                tok.pad_id,
+                tcfg.batch_size,
+                seed,
+                shuffle=shuffle,
+            )
+
+        task = Task(
+            "classify", batches(train_ex, tcfg.seed, True), batches(valid_ex, 0, False), tok
+        )
+        if not cfg.n_classes:
+            cfg = cfg.override("n_classes=2")
+    else:
+        raise ConfigError(f"unknown task {kind!r}; choose lm, translate or classify")
+    if cfg.vocab_size != tok.vocab_size:
+        cfg = cfg.override(f"vocab_size={tok.vocab_size}")
+    return cfg, task
