@@ -316,6 +316,7 @@ def main() -> None:
         help="another glassformer run with these Config/TrainConfig changes",
     )
     ap.add_argument("--no-plain", action="store_true", help="skip the peer")
+    ap.add_argument("--no-default", action="store_true", help="only the --variant runs")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--valid-limit", type=int, default=0, help="score only the first N pairs")
     args = ap.parse_args()
@@ -326,7 +327,7 @@ def main() -> None:
     )
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        runs = [("glassformer", [])] + [
+        runs = ([] if args.no_default else [("glassformer", [])]) + [
             (v.partition(":")[0], [x for x in v.partition(":")[2].split(",") if x])
             for v in args.variant
         ]

@@ -69,6 +69,8 @@ class TrainConfig:
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
     max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
     keep_snapshots: int = 0  # keep the weights of the last k evaluations (export --average k)
+    init: Literal["gpt2", "xavier"] = "gpt2"  # how a new model's weights are drawn (init_weights)
+    embed_std: float = 0.0  # std of new token embeddings; 0: the init scheme's own
     seed: int = 1337
     threads: int = 0  # torch threads (0: torch's default)
 
@@ -85,6 +87,8 @@ class TrainConfig:
         ):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.embed_std < 10 or self.embed_std != self.embed_std:
+            raise ConfigError(f"embed_std must be in [0, 10), got {self.embed_std}")
         if self.keep_snapshots < 0:
             raise ConfigError(f"keep_snapshots must be >= 0, got {self.keep_snapshots}")
         if not 0 <= self.dropout < 1 or not 0 <= self.label_smoothing < 1:
@@ -126,6 +130,30 @@ def lr_at(step: int, t: TrainConfig, time_fraction: float = 0.0) -> float:
         1.0, max((step - t.warmup_steps) / max(1, t.max_steps - t.warmup_steps), time_fraction)
     )
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
+
+
+def init_weights(model: torch.nn.Module, cfg: Config, scheme: str, embed_std: float = 0.0):
+    """Draw a new model's weights. "gpt2" (the engine's own): N(0, 0.02), residual projections
+    N(0, 0.02/√(2L)). "xavier" (torch.nn.Transformer, fairseq): Glorot-uniform linear weights, with
+    Q, K, V counted as one fused (3·H·D, C) matrix as nn.MultiheadAttention stores them, and token
+    embeddings N(0, 1/√C), which √C embed scaling brings to unit variance. embed_std > 0 sets the
+    token embeddings' std. Biases are zero and LayerNorms identity in both."""
+    if scheme == "xavier":
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if p.ndim == 2 and "embed" not in name and name != "lm_head.weight":
+                    fan_out, fan_in = p.shape
+                    if name.endswith(("q.weight", "k.weight", "v.weight")):
+                        fan_out *= 3
+                    bound = math.sqrt(6.0 / (fan_in + fan_out))
+                    p.uniform_(-bound, bound)
+                elif name.endswith("tok_embed.weight"):
+                    p.normal_(0.0, cfg.d_model**-0.5)
+    if embed_std:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("tok_embed.weight"):
+                    p.normal_(0.0, embed_std)
 
 
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -216,7 +244,8 @@ def train(
         torch.set_num_threads(tcfg.threads)
     torch.manual_seed(tcfg.seed)
     random.seed(tcfg.seed)
-    model = Transformer(cfg, dropout=tcfg.dropout)
+    model = Transformer(cfg, dropout=tcfg.dropout)  # GPT-2 initialisation
+    init_weights(model, cfg, tcfg.init, tcfg.embed_std)
     if init_params is not None:
         model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
     model.to(device)
