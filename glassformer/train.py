@@ -116,6 +116,7 @@ TASK_DEFAULTS: dict[str, dict] = {
         weight_decay=0.01,
         dropout=0.1,
         label_smoothing=0.1,
+        init="xavier",
     ),
     "classify": {},
 }
