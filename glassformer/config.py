@@ -78,7 +78,7 @@ class Config:
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(Config)
         for f in fields(self):
-            _check_type(f.name, getattr(self, f.name), hints[f.name])
+            check_type(f.name, getattr(self, f.name), hints[f.name])
         if self.n_heads < 1:
             raise ConfigError(f"n_heads must be >= 1, got {self.n_heads}")
         if self.head_dim is None:
@@ -180,10 +180,12 @@ class Config:
 
     @classmethod
     def from_json(cls, text: str) -> Config:
+        from glassformer.files import FileError, parse_json
+
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"config is not valid JSON ({e})") from None
+            data = parse_json(text, "config")
+        except FileError as e:
+            raise ConfigError(str(e)) from None
         return cls.from_dict(data)
 
     def override(self, *assignments: str) -> Config:
@@ -260,7 +262,7 @@ def parse_value(name: str, raw: str, hint) -> object:
         raise ConfigError(f"--set {name}={raw}: {name} must be {kind}") from None
 
 
-def _check_type(name: str, value: object, hint) -> None:
+def check_type(name: str, value: object, hint) -> None:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal:
         if value not in args:

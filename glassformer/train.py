@@ -24,6 +24,7 @@ import random
 import signal
 import threading
 import time
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +34,7 @@ import numpy as np
 import torch
 
 from glassformer import weights
-from glassformer.config import Config, parse_assignments
+from glassformer.config import Config, check_type, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError, Interrupted
 from glassformer.tasks import Task, _next_batch, batch_loss, default_evaluate
 from glassformer.torch_model import Transformer, from_params, to_params
@@ -75,28 +76,31 @@ class TrainConfig:
     threads: int = 0  # torch threads (0: torch's default)
 
     def __post_init__(self) -> None:
-        for name in (
-            "max_steps",
-            "batch_size",
-            "block_size",
-            "max_tokens",
-            "grad_accum",
-            "eval_interval",
-            "eval_iters",
-            "eval_sentences",
-        ):
+        hints = typing.get_type_hints(TrainConfig)
+        for f in dataclasses.fields(self):
+            check_type(f.name, getattr(self, f.name), hints[f.name])
+        positive = ("max_steps", "batch_size", "block_size", "max_tokens", "grad_accum")
+        for name in (*positive, "eval_interval", "eval_iters", "eval_sentences"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if not 0 <= self.embed_std < 10 or self.embed_std != self.embed_std:
+        for name in ("warmup_steps", "keep_snapshots", "threads"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be an integer in [0, 2**32), got {self.seed}")
+        if not (math.isfinite(self.lr) and self.lr > 0):
+            raise ConfigError(f"lr must be a finite number > 0, got {self.lr}")
+        if not 0 <= self.min_lr <= self.lr:  # NaN fails too
+            raise ConfigError(f"min_lr must be in [0, lr={self.lr}], got {self.min_lr}")
+        for name in ("weight_decay", "grad_clip", "max_minutes"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value}")
+        for name in ("beta1", "beta2", "dropout", "label_smoothing"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0 <= self.embed_std < 10:
             raise ConfigError(f"embed_std must be in [0, 10), got {self.embed_std}")
-        if self.keep_snapshots < 0:
-            raise ConfigError(f"keep_snapshots must be >= 0, got {self.keep_snapshots}")
-        if not 0 <= self.dropout < 1 or not 0 <= self.label_smoothing < 1:
-            raise ConfigError("dropout and label_smoothing must be in [0, 1)")
-        if self.lr <= 0 or self.min_lr < 0 or self.min_lr > self.lr:
-            raise ConfigError(
-                f"need 0 <= min_lr <= lr and lr > 0, got lr={self.lr}, min_lr={self.min_lr}"
-            )
 
     def override(self, *assignments: str) -> TrainConfig:
         return dataclasses.replace(self, **parse_assignments(TrainConfig, assignments))

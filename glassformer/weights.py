@@ -13,17 +13,16 @@ This module does not compute anything with the weights.
 
 from __future__ import annotations
 
-import ctypes
 import os
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.files import check_writable, inside, read_json, write_directory
+
+__all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -95,11 +94,59 @@ def n_params(cfg: Config) -> int:
     return sum(int(np.prod(s)) for s in spec(cfg).values())
 
 
+def memory_bytes(cfg: Config, itemsize: int = 8) -> int:
+    """Bytes that the weights of `cfg` take as float64 (itemsize 8), plus the sinusoidal table the
+    PyTorch engine keeps: the sizes of spec(cfg) in closed form, so that nothing is built or
+    allocated, however large the config."""
+    C, HD, F, V, L = cfg.d_model, cfg.attn_dim, cfg.d_ff, cfg.vocab_size, cfg.max_len
+    attn = 4 * C * HD + (3 * HD + C if cfg.bias else 0)
+    ffn = 2 * C * F + (F + C if cfg.bias else 0)
+    positions = L * C if cfg.positions != "none" else 0
+    stack = positions + cfg.type_vocab_size * C + (2 * C if cfg.embed_norm else 0)
+    stack += 2 * C if cfg.norm == "pre" else 0
+    total = 0
+    if cfg.has_encoder:
+        own_embed = 0 if cfg.share_embeddings else V * C
+        total += own_embed + stack + cfg.n_encoder_layers * (attn + ffn + 4 * C)
+    if cfg.has_decoder:
+        cross = attn + 2 * C if cfg.arch == "encoder-decoder" else 0
+        total += V * C + stack + cfg.n_decoder_layers * (attn + cross + ffn + 4 * C)
+        total += (0 if cfg.tie_embeddings else V * C) + (V if cfg.lm_bias else 0)
+    if cfg.arch == "encoder" and cfg.n_classes:
+        total += cfg.n_classes * C + (cfg.n_classes if cfg.bias else 0)
+    return total * itemsize
+
+
+def available_memory() -> int:
+    """Bytes of memory this machine can still give (MemAvailable), or its total."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**63
+
+
+def check_fits(cfg: Config, where: str = "the model") -> None:
+    """Refuse, before anything is allocated, a model whose weights cannot fit in memory."""
+    need, have = memory_bytes(cfg), available_memory()
+    if need > have:
+        raise CheckpointError(
+            f"{where} would need {need / 2**30:,.1f} GiB for its weights (float64) but "
+            f"{have / 2**30:,.1f} GiB of memory is available; choose smaller sizes"
+        )
+
+
 def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dict[str, np.ndarray]:
     """Seeded random weights: N(0, std^2) matrices, zero biases, LayerNorm gamma=1, beta=0.
 
     The same (cfg, seed, std) always gives the same values (NumPy PCG64), in spec order.
     """
+    check_fits(cfg)
     rng = np.random.default_rng(seed)
     params = {}
     for name, shape in spec(cfg).items():
@@ -129,6 +176,11 @@ def check(cfg: Config, params: dict[str, np.ndarray], where: str = "checkpoint")
             f"{where}: unexpected tensor {unexpected[0]!r}{more}; it does not match its config.json"
         )
     for name, shape in expected.items():
+        if params[name].dtype.kind != "f":
+            raise CheckpointError(
+                f"{where}: tensor {name!r} has dtype {params[name].dtype}; weights must be "
+                "floating point"
+            )
         got = tuple(params[name].shape)
         if got != shape:
             raise CheckpointError(f"{where}: tensor {name!r} has shape {got}, expected {shape}")
@@ -218,113 +270,10 @@ def average_snapshots(path: str | Path, cfg: Config, k: int) -> tuple[dict, list
     return {n: v / k for n, v in total.items()}, chosen
 
 
-def write_directory(
-    path: str | Path,
-    files: dict[str, bytes],
-    tensors: dict[str, dict[str, np.ndarray]],
-    metadata: dict[str, str] | None = None,
-) -> Path:
-    """Write a directory of plain files and safetensors files ({file name: {name: array}})
-    atomically: it is built beside `path`, synced, then swapped in."""
-    from safetensors.numpy import save_file
-
-    path = Path(path)
-    check_writable(path)
-    _remove_stale_temporaries(path)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.{os.getpid()}.", dir=path.parent))
-    try:
-        for name, arrays in tensors.items():
-            save_file(arrays, str(tmp / name), metadata=metadata or {"format": "glassformer"})
-        for name, data in files.items():
-            (tmp / name).write_bytes(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.chmod(f, 0o666 & ~umask)  # as a plain open() would create it
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
-        _swap_in(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return path
-
-
-def check_writable(path: str | Path) -> None:
-    """Make the parent folder of `path` and prove a file can be created there, or raise one
-    clear error (read-only disk, no permission, a file where a folder should be)."""
-    parent = Path(path).parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".glassformer-probe.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as e:
-        raise CheckpointError(
-            f"cannot write to {parent} ({e.strerror}); choose a writable output folder"
-        ) from None
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Delete the half-built `.{name}.{pid}.*` folders that a killed writer of `path` left
-    beside it (their pid no longer runs)."""
-    for tmp in path.parent.glob(f".{path.name}.*"):
-        pid = tmp.name[len(path.name) + 2 :].split(".")[0]
-        if tmp.is_dir() and pid.isdecimal() and not _alive(int(pid)):
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
-
-
-def _swap_in(tmp: Path, path: Path) -> None:
-    """Replace `path` by the finished directory `tmp`; at every instant one complete copy exists.
-
-    On Linux the two directories are exchanged in one atomic renameat2(RENAME_EXCHANGE) call, so
-    even a kill -9 leaves either the old or the new checkpoint at `path`. Elsewhere the old copy
-    is moved aside and restored if moving the new one in fails.
-    """
-    if not path.exists():
-        os.replace(tmp, path)
-        return
-    if not path.is_dir():
-        raise CheckpointError(f"{path} exists and is not a directory; choose another output path")
-    if _exchange(tmp, path):
-        shutil.rmtree(tmp, ignore_errors=True)  # tmp now holds the old checkpoint
-        return
-    old = tmp.with_name(tmp.name + ".old")
-    os.replace(path, old)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        os.replace(old, path)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Atomically swap two paths with Linux renameat2(RENAME_EXCHANGE); False if unsupported."""
-    if sys.platform != "linux":
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is None:
-        return False
-    AT_FDCWD, RENAME_EXCHANGE = -100, 2
-    rc = renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE)
-    return rc == 0
-
-
 def load(path: str | Path, dtype=np.float64):
-    """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked.
+    """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked:
+    every file must lie inside the folder, the config must be valid and fit in memory before the
+    weights are read, and the tokenizer must match the config's vocabulary.
 
     Only glassformer's own directories: `loading.load` also takes a Hugging Face model folder.
     """
@@ -334,6 +283,8 @@ def load(path: str | Path, dtype=np.float64):
     from glassformer import tokenizer as tok
 
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise CheckpointError(f"{path} is a file, not a directory; give a checkpoint directory")
     if not path.is_dir():
         raise CheckpointError(
             f"checkpoint {path} not found: expected a directory with "
@@ -342,12 +293,14 @@ def load(path: str | Path, dtype=np.float64):
     for name in (CONFIG_FILE, WEIGHTS_FILE):
         if not (path / name).is_file():
             raise CheckpointError(f"checkpoint {path} has no {name}; it is incomplete")
+        inside(path, path / name)
     try:
-        cfg = Config.from_json((path / CONFIG_FILE).read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise CheckpointError(f"{path / CONFIG_FILE} is not UTF-8 text") from None
+        cfg = Config.from_dict(read_json(path / CONFIG_FILE))
     except GlassformerError as e:
-        raise CheckpointError(f"{path / CONFIG_FILE}: {e}") from None
+        message = str(e)
+        where = str(path / CONFIG_FILE)
+        raise CheckpointError(message if where in message else f"{where}: {message}") from None
+    check_fits(cfg, where=str(path))
     try:
         raw = load_file(str(path / WEIGHTS_FILE))
     except (SafetensorError, OSError, ValueError, TypeError) as e:
@@ -359,5 +312,11 @@ def load(path: str | Path, dtype=np.float64):
     params = {n: raw[n].astype(dtype) for n in spec(cfg)}
     tokenizer = None
     if (path / TOKENIZER_FILE).is_file():
-        tokenizer = tok.load(path / TOKENIZER_FILE)
+        tokenizer = tok.load(inside(path, path / TOKENIZER_FILE))
+        if tokenizer.vocab_size > cfg.vocab_size:
+            raise CheckpointError(
+                f"{path / TOKENIZER_FILE} has {tokenizer.vocab_size} tokens but "
+                f"{CONFIG_FILE} says vocab_size {cfg.vocab_size}: ids past the embedding table; "
+                "save the model with its own tokenizer"
+            )
     return cfg, params, tokenizer

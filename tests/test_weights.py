@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from glassformer import weights
+from glassformer import files, weights
 from glassformer.config import Config, preset
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.tokenizer import CharTokenizer, WordTokenizer, article_tokenizer
@@ -743,7 +743,7 @@ def test_failure_while_swapping_keeps_previous_checkpoint(saved, monkeypatch):
             raise OSError("interrupted")
         return real_replace(src, dst)
 
-    monkeypatch.setattr(weights, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     monkeypatch.setattr(weights.os, "replace", fake_replace)
     with pytest.raises(OSError, match="interrupted"):
         weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64")
@@ -764,5 +764,5 @@ def test_overwrite_uses_atomic_exchange(saved):
     scratch = path.parent / "a"
     scratch.mkdir()
     (scratch / "marker").write_text("a")
-    assert weights._exchange(scratch, path)  # the real syscall works here
+    assert files._exchange(scratch, path)  # the real syscall works here
     assert (path / "marker").is_file() and (scratch / "model.safetensors").is_file()

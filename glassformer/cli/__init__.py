@@ -27,10 +27,8 @@ One module per command family, each adding its subcommands with `add_parsers(sub
 
 from __future__ import annotations
 
-import argparse
-
 from glassformer.cli import checkpoints, generate, reports, training
-from glassformer.cli.common import EXIT_USAGE, run
+from glassformer.cli.common import EXIT_USAGE, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
@@ -38,11 +36,15 @@ FAMILIES = (reports, generate, training, checkpoints)
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
+        return e.code if isinstance(e.code, int) else 0
+    return run(args)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> Parser:
+    p = Parser(
         prog="glassformer",
         description="The transformer you can see through: every matrix of the articles' math.",
     )

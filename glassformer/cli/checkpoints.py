@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer import inference, loading, weights
-from glassformer.cli.common import config_args, encode, load_model, read_text
+from glassformer.cli.common import SEED, config_args, encode, load_model, read_text, real
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
 
@@ -40,8 +40,13 @@ def add_parsers(sub) -> None:
         help="article: the Random Transformer's 10 words (default); char/word: built from --corpus",
     )
     i.add_argument("--corpus", metavar="FILE", help="UTF-8 text to build a char/word vocabulary")
-    i.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
-    i.add_argument("--std", type=float, default=0.02, help="weight std (default 0.02)")
+    i.add_argument("--seed", type=SEED, default=0, help="weight seed (default 0)")
+    i.add_argument(
+        "--std",
+        type=real("std", 0.0, says="a finite number > 0"),
+        default=0.02,
+        help="weight std (default 0.02)",
+    )
     i.set_defaults(func=cmd_init)
 
     ex = sub.add_parser(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -36,6 +37,54 @@ def run(args) -> int:
         return 130
     except BrokenPipeError:  # `glassformer ... | head`
         return 0
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: `glassformer: error: ...` and exit 2, no usage block."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"glassformer: error: {message} (see {self.prog} --help)\n")
+
+
+# -- argument types: every number is checked where it enters -----------------------------------
+
+SEED_LIMIT = 2**32
+
+
+def integer(name: str, minimum: int, below: int | None = None, says: str = ""):
+    """An argparse type: an int >= minimum (and < below); `says` replaces the range's wording."""
+
+    def convert(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {raw!r}") from None
+        if value < minimum or (below is not None and value >= below):
+            wording = says or (f">= {minimum}" if below is None else f"in [{minimum}, {below})")
+            raise argparse.ArgumentTypeError(f"{name} must be {wording}, got {value}")
+        return value
+
+    return convert
+
+
+def real(name: str, low: float | None = None, high: float | None = None, says: str = ""):
+    """An argparse type: a finite float with low < value <= high (either bound optional)."""
+
+    def convert(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid float value: {raw!r}") from None
+        ok = math.isfinite(value)
+        ok = ok and (low is None or value > low) and (high is None or value <= high)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"{name} must be {says}, got {value}")
+        return value
+
+    return convert
+
+
+SEED = integer("seed", 0, SEED_LIMIT, says="an integer in [0, 2**32)")
 
 
 # -- options shared by several commands ---------------------------------------------------------
@@ -70,14 +119,34 @@ def decoding_args(p: argparse.ArgumentParser) -> None:
         default="greedy",
         help="greedy (default), sample (temperature/top-k/top-p) or beam search",
     )
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature (1.0)")
-    p.add_argument("--top-k", type=int, default=None, help="sample from the k most likely")
-    p.add_argument("--top-p", type=float, default=None, help="nucleus sampling threshold")
-    p.add_argument("--seed", type=int, default=None, help="sampling seed (same seed, same text)")
-    p.add_argument("--beam-width", type=int, default=4, help="beam search width (4)")
+    p.add_argument(
+        "--temperature",
+        type=real("temperature", 0.0, says="a finite number > 0"),
+        default=1.0,
+        help="sampling temperature (1.0)",
+    )
+    p.add_argument(
+        "--top-k",
+        type=integer("top-k", 1),
+        default=None,
+        help="sample from the k most likely",
+    )
+    p.add_argument(
+        "--top-p",
+        type=real("top-p", 0.0, 1.0, says="in (0, 1]"),
+        default=None,
+        help="nucleus sampling threshold",
+    )
+    p.add_argument("--seed", type=SEED, default=None, help="sampling seed (same seed, same text)")
+    p.add_argument(
+        "--beam-width",
+        type=integer("beam width", 1),
+        default=4,
+        help="beam search width (4)",
+    )
     p.add_argument(
         "--length-penalty",
-        type=float,
+        type=real("length-penalty", says="a finite number"),
         default=1.0,
         help="beam score = log-prob / generated_tokens^penalty (1.0)",
     )

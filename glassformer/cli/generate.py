@@ -6,7 +6,15 @@ are the options, the checks on user text, and the printing.
 from __future__ import annotations
 
 from glassformer import inference
-from glassformer.cli.common import bos, decoding_args, encode, load_model, read_text, run_decoding
+from glassformer.cli.common import (
+    bos,
+    decoding_args,
+    encode,
+    integer,
+    load_model,
+    read_text,
+    run_decoding,
+)
 from glassformer.errors import GlassformerError
 
 
@@ -21,7 +29,7 @@ def add_parsers(sub) -> None:
     g.add_argument("text", help="source text or prompt")
     g.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=integer("--max-new-tokens", 1, says="at least 1"),
         default=None,
         help="stop after this many tokens (default: up to max_len)",
     )
@@ -44,7 +52,12 @@ def add_parsers(sub) -> None:
     tl.add_argument("checkpoint")
     tl.add_argument("text", nargs="*", help="sentences to translate")
     tl.add_argument("--input", metavar="FILE", help="a UTF-8 file, one sentence a line")
-    tl.add_argument("--beam", type=int, default=4, help="beam width (default 4; 1 = greedy)")
+    tl.add_argument(
+        "--beam",
+        type=integer("--beam", 1, says="at least 1"),
+        default=4,
+        help="beam width (default 4; 1 = greedy)",
+    )
     tl.set_defaults(func=cmd_translate)
 
 

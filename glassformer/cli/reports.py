@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from glassformer import reference as R
 from glassformer.cli.common import (
+    SEED,
     bos,
     decoding_args,
     encode,
+    integer,
     load_model,
     report_args,
     run_decoding,
@@ -41,7 +43,7 @@ def add_parsers(sub) -> None:
     )
     w.add_argument(
         "--seed",
-        type=int,
+        type=SEED,
         default=0,
         help="seed of the random-weight parts (hello-world; default 0)",
     )
@@ -63,7 +65,7 @@ def add_parsers(sub) -> None:
     e.add_argument("--only", metavar="SUBSTRING", help="print only steps whose name contains it")
     e.add_argument(
         "--max-new-tokens",
-        type=int,
+        type=integer("--max-new-tokens", 1, says="at least 1"),
         default=None,
         help="decoder: also generate this "
         "many tokens and explain each step (encoder-decoder: up to max_len)",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from glassformer import weights
-from glassformer.cli.common import load_model
+from glassformer.cli.common import integer, load_model
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
 
@@ -56,7 +56,12 @@ def add_parsers(sub) -> None:
         "bpe is byte-level, "
         "sp-bpe SentencePiece-style (words kept whole behind a ▁)",
     )
-    tr.add_argument("--vocab-size", type=int, default=8000, help="BPE/word vocabulary (8000)")
+    tr.add_argument(
+        "--vocab-size",
+        type=integer("vocab-size", 1),
+        default=8000,
+        help="BPE/word vocabulary (8000)",
+    )
     tr.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
     tr.add_argument(
         "--init",
@@ -75,8 +80,18 @@ def add_parsers(sub) -> None:
     )
     ev.add_argument("checkpoint")
     ev.add_argument("--data", required=True, help="a shipped corpus name or a file path")
-    ev.add_argument("--beam", type=int, default=4, help="beam width for translation (4)")
-    ev.add_argument("--limit", type=int, default=0, help="evaluate only the first N examples")
+    ev.add_argument(
+        "--beam",
+        type=integer("--beam", 1, says="at least 1"),
+        default=4,
+        help="beam width for translation (4)",
+    )
+    ev.add_argument(
+        "--limit",
+        type=integer("--limit", 1, says="at least 1"),
+        default=None,
+        help="evaluate only the first N examples",
+    )
     ev.set_defaults(func=cmd_eval)
 
 

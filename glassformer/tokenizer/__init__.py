@@ -19,10 +19,10 @@ tokenizers, `bpe.py` the ones built on `tokenizers`; reading and writing the JSO
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from glassformer.errors import TokenizerError
+from glassformer.files import FileError, parse_json, write_file
 from glassformer.tokenizer.base import (
     DEFAULT_SPECIALS,
     FORMAT,
@@ -61,9 +61,9 @@ _KINDS: dict[str, type[Tokenizer]] = {
 def from_json(text: str) -> Tokenizer:
     """The tokenizer that `Tokenizer.to_json` wrote."""
     try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise TokenizerError(f"tokenizer file is not valid JSON ({e}); re-save it") from None
+        data = parse_json(text, "tokenizer file")
+    except FileError as e:
+        raise TokenizerError(str(e)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise TokenizerError(f"tokenizer JSON has format {got!r}, expected {FORMAT!r}; re-save it")
@@ -88,12 +88,8 @@ def load(path: str | Path) -> Tokenizer:
 
 
 def save(tok: Tokenizer, path: str | Path) -> None:
-    try:
-        Path(path).write_text(tok.to_json() + "\n", encoding="utf-8")
-    except OSError as e:
-        raise TokenizerError(
-            f"cannot write tokenizer {str(path)!r} ({e}); check the path"
-        ) from None
+    """Write the tokenizer as UTF-8 JSON, atomically."""
+    write_file(path, (tok.to_json() + "\n").encode("utf-8"))
 
 
 def article_tokenizer() -> WordTokenizer:
