@@ -22,7 +22,8 @@ from glassformer.decode import beam_search, greedy
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import MAX_BYTES, asset, render_html
 from glassformer.explain.select import attention_maps
-from glassformer.trace import scope, tracing
+from glassformer.explain.text import render
+from glassformer.trace import scope, tap, tracing
 
 FORBIDDEN = ("http://", "https://", "//cdn", "<link", 'src="http', "src=", "url(", "@import")
 
@@ -314,6 +315,21 @@ def test_explain_html_and_png(capsys, tmp_path, ckpt):
     assert "decoder.1.cross_attn.head0.A" in shown and "probs" in shown
     assert not [n for n in shown if n.startswith("encoder.2.") or ".head1." in n]
     assert "hello" in page and "“Hello World”" in page
+
+
+def test_a_small_batched_tensor_is_shown_matrix_by_matrix():
+    x = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)
+    with tracing() as trace:
+        tap("x", x, equation="x (B × H × T × T)", rows=["a", "b"], cols=["a", "b"], note="n")
+    text = render(trace)
+    for i in np.ndindex(2, 3):
+        block = text.split(f"[{i[0]}, {i[1]}]\n")[1].splitlines()
+        assert block[0].split() == ["a", "b"] and block[2].split()[0] == "b"
+        assert block[1].split() == ["a", *(f"{v:g}" for v in x[i][0])]
+    page = render_html(trace)
+    body = cards(page)["x"]
+    assert body.count('<table class="mat">') == 6 and 'class="hm"' not in body
+    assert "<p class='shape'>[1, 2]</p>" in body
 
 
 def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
