@@ -332,6 +332,21 @@ def test_a_small_batched_tensor_is_shown_matrix_by_matrix():
     assert "<p class='shape'>[1, 2]</p>" in body
 
 
+def test_batched_steps_are_tables_matrix_by_matrix(capsys, tmp_path):
+    f = tmp_path / "sa.html"
+    assert run(capsys, "walkthrough", "self-attention", "--html", f)[0] == 0
+    shown = cards(f.read_text(encoding="utf-8"))
+    for name, index in (
+        ("batch.X", ["[0]", "[1]"]),
+        ("mha.A", ["[0, 0]", "[0, 1]", "[1, 0]", "[1, 1]"]),
+    ):
+        body = shown[name]
+        assert re.findall(r"<p class='shape'>(\[[0-9, ]+\])</p>", body) == index
+        assert body.count('<table class="mat">') == len(index) and 'class="hm"' not in body
+        assert "<th>journey</th>" in body
+    assert "0.319018" in shown["mha.out"]  # MultiHeadAttention's first output, raschka_08
+
+
 def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     code, out, _ = run(capsys, "walkthrough", "self-attention", "--png", tmp_path)
@@ -340,6 +355,7 @@ def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "all.A.png",
         "causal.A.png",
+        "dropout.A.png",
         "simple.A.png",
         "v2.A.png",
     ]
