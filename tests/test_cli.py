@@ -56,6 +56,41 @@ def test_walkthrough_self_attention_json_to_stdout(capsys):
     )
 
 
+def test_walkthrough_self_attention_tells_the_whole_chapter(capsys):
+    code, out, _ = run(capsys, "walkthrough", "self-attention")
+    assert code == 0
+    titles = [line.split("   ")[0] for line in out.splitlines() if line and line[0] != " "]
+    new = [
+        *("dropout.mask", "dropout.ones", "dropout.A", "batch.X", "causal_attention.W_query"),
+        *("causal_attention.Q", "causal_attention.scores", "causal_attention.A"),
+        *("causal_attention.C", "wrapper.head1.W_query", "wrapper.head1.C", "wrapper.C"),
+        *("batched_matmul.a", "batched_matmul.a_aT", "batched_matmul.head0"),
+        *("batched_matmul.head1", "mha.W_query", "mha.out_proj.weight", "mha.out_proj.bias"),
+        *("mha.Q_split", "mha.scores", "mha.A", "mha.concat", "mha.out"),
+    ]
+    assert titles[titles.index("causal.A") + 1 :] == new  # after the causal mask, in order
+    assert "(2, 2, 6, 6)" in out and "\n    [1, 1]\n" in out  # a 4-D tensor, matrix by matrix
+    g = load_golden("raschka_08_multihead_attention.json")["expected"]["output_printed"]
+    for v in g[0][0]:  # the book's first output row, to its printed 4 decimals
+        assert f"{v:.4f}"[:-1] in out.split("mha.out ")[1]
+
+
+def test_walkthrough_self_attention_json_holds_the_new_steps(capsys):
+    code, out, _ = run(capsys, "walkthrough", "self-attention", "--json", "-")
+    assert code == 0
+    steps = {s["name"]: s for s in json.loads(out)["steps"]}
+    for name, file in (
+        ("causal_attention.C", "raschka_06_causal_attention_class.json"),
+        ("wrapper.C", "raschka_07_multihead_wrapper.json"),
+        ("mha.out", "raschka_08_multihead_attention.json"),
+    ):
+        g = load_golden(file)["expected"]
+        assert steps[name]["shape"] == g["output_shape"] and steps[name]["note"]
+        np.testing.assert_allclose(steps[name]["values"], g["output_full"], rtol=0, atol=1e-6)
+    assert steps["mha.A"]["shape"] == [2, 2, 6, 6] and steps["mha.A"]["equation"]
+    assert steps["dropout.A"]["rows"] == ["Your", "journey", "starts", "with", "one", "step"]
+
+
 def test_config_prints_json_with_overrides(capsys):
     code, out, err = run(capsys, "config", "--preset", "tiny", "--set", "d_model=32")
     assert code == 0 and json.loads(out)["d_model"] == 32 and "parameters" in err

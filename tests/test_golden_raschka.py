@@ -1,4 +1,11 @@
-"""The self-attention walkthrough reproduces Raschka ch. 3 (golden raschka_01..04)."""
+"""The self-attention walkthrough reproduces Raschka ch. 3 (golden raschka_01..09).
+
+The oracle is the golden copy in tests/golden, never the code under test. Dropout's mask is
+platform dependent (raschka_05): checked by its properties, and against the recorded masks where
+this machine's torch draws one of them.
+"""
+
+import sys
 
 import numpy as np
 import pytest
@@ -87,3 +94,147 @@ def test_causal_mask(trace):
     close(trace["causal.A"], ex, "attn_weights_masked_softmax", tol)
     diff = np.abs(trace["causal.A"] - trace["causal.masked_simple_norm"]).max()
     assert diff <= ex["max_abs_diff_renormalize_vs_neginf_softmax"] + 1e-12
+
+
+# -- 3.5.2 dropout (raschka_05) -----------------------------------------------------------------
+
+
+def assert_dropout_properties(trace, p: float = 0.5) -> None:
+    """What holds for any mask: m in {0, 1}; dropout(1) = m / (1 - p); dropout(A) keeps A's
+    entries × 1/(1 - p) where m = 1 and is 0 elsewhere."""
+    g = load_golden("raschka_05_dropout.json")
+    assert g["portable_checks"]["values_are_0_or_2_for_ones_input"]
+    assert g["portable_checks"]["kept_entries_equal_2x_input"]
+    m = trace["dropout.mask"]
+    assert set(np.unique(m)) <= {0.0, 1.0}
+    np.testing.assert_array_equal(trace["dropout.ones"], m / (1 - p))
+    assert set(np.unique(trace["dropout.ones"])) <= {0.0, 2.0}
+    np.testing.assert_array_equal(trace["dropout.A"], trace["causal.A"] * m * 2)
+    assert trace.step("dropout.mask").shape == trace.step("dropout.A").shape == (6, 6)
+
+
+def test_dropout_properties(trace):
+    assert_dropout_properties(trace)
+    assert "torch" in trace.step("dropout.mask").note
+
+
+def test_dropout_without_torch_says_so_and_keeps_the_properties(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    trace = W.self_attention()
+    assert "torch is not installed" in trace.step("dropout.mask").note
+    assert_dropout_properties(trace)
+    zeros = int((trace["dropout.mask"] == 0).sum())
+    assert 5 <= zeros <= 31  # about p = 0.5 of 36
+
+
+def test_dropout_with_torch_matches_a_recorded_mask(trace):
+    torch = pytest.importorskip("torch")
+    g = load_golden("raschka_05_dropout.json")
+    ex, checks = g["expected"], g["portable_checks"]
+    m, note = trace["dropout.mask"], trace.step("dropout.mask").note
+    # torch itself, float32 as in the book, against the walkthrough's NumPy A ⊙ m / (1 - p)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(123)
+        ones = torch.nn.Dropout(0.5)(torch.ones(6, 6)).numpy()
+        torch.manual_seed(123)
+        A = torch.nn.Dropout(0.5)(torch.tensor(trace["causal.A"], dtype=torch.float32)).numpy()
+    np.testing.assert_array_equal(trace["dropout.ones"], ones)
+    np.testing.assert_allclose(trace["dropout.A"], A, rtol=0, atol=1e-6)
+    book = arr(ex["ones_6x6_printed_notebook_macOS"])
+    assert ("it is the mask the book printed" in note) == np.array_equal(
+        trace["dropout.ones"], book
+    )
+    if np.array_equal(trace["dropout.ones"], book):
+        assert int((m == 0).sum()) == checks["ones_6x6_zeros_count_macOS"]
+        np.testing.assert_allclose(
+            trace["dropout.A"], ex["attn_weights_printed_notebook_macOS"], rtol=0, atol=1e-4
+        )
+    elif np.array_equal(trace["dropout.ones"], ex["ones_6x6_linux_x86_64_torch2.4.0"]):
+        assert int((m == 0).sum()) == checks["ones_6x6_zeros_count_linux"]
+        np.testing.assert_allclose(
+            trace["dropout.A"], ex["attn_weights_linux_x86_64_torch2.4.0"], rtol=0, atol=1e-6
+        )
+    else:
+        pytest.skip(f"torch {torch.__version__} here draws a mask raschka_05 does not record")
+
+
+# -- 3.5.3 CausalAttention on a batch (raschka_06) ----------------------------------------------
+
+
+def test_batch_is_the_input_twice(trace):
+    x = load_golden("raschka_01_inputs_simple_attention.json")["inputs_6x3"]
+    np.testing.assert_array_equal(trace["batch.X"], [x, x])
+
+
+def test_causal_attention_class(trace):
+    g = load_golden("raschka_06_causal_attention_class.json")
+    for k in ("W_query", "W_key", "W_value"):
+        np.testing.assert_array_equal(
+            trace[f"causal_attention.{k}"], g["linear_weights_seed123_shape_out_by_in"][k]
+        )
+    assert list(trace["causal_attention.C"].shape) == g["expected"]["output_shape"]
+    close(trace["causal_attention.C"], g["expected"], "output", g["tolerance"])
+    A = trace["causal_attention.A"]
+    assert A.shape == (2, 6, 6)
+    np.testing.assert_array_equal(np.triu(A, k=1), 0)  # nothing from the future
+    np.testing.assert_allclose(A.sum(-1), 1, atol=1e-12)
+
+
+# -- 3.6.1 MultiHeadAttentionWrapper (raschka_07) -----------------------------------------------
+
+
+def test_multihead_wrapper(trace):
+    g = load_golden("raschka_07_multihead_wrapper.json")
+    w = g["head_weights_shape_out_by_in"]
+    for k in ("W_query", "W_key", "W_value"):
+        np.testing.assert_array_equal(trace[f"causal_attention.{k}"], w["head0"][k])
+        np.testing.assert_array_equal(trace[f"wrapper.head1.{k}"], w["head1"][k])
+    assert list(trace["wrapper.C"].shape) == g["expected"]["output_shape"]
+    close(trace["wrapper.C"], g["expected"], "output", g["tolerance"])
+    full, atol = arr(g["expected"]["output_full"]), g["tolerance"]["atol_vs_full"]
+    np.testing.assert_allclose(trace["wrapper.head0.C"], full[..., :2], rtol=0, atol=atol)
+    np.testing.assert_allclose(trace["wrapper.head1.C"], full[..., 2:], rtol=0, atol=atol)
+
+
+# -- 3.6.2 the 4-D batched product (raschka_09) and MultiHeadAttention (raschka_08) -------------
+
+
+def test_batched_matmul(trace):
+    g = load_golden("raschka_09_batched_matmul.json")
+    np.testing.assert_array_equal(trace["batched_matmul.a"], g["a"])
+    assert list(trace["batched_matmul.a"].shape) == g["a_shape"]
+    close(trace["batched_matmul.a_aT"], g["expected"], "a_at_a_T", g["tolerance"])
+    full, atol = arr(g["expected"]["a_at_a_T_full"]), g["tolerance"]["atol_vs_full"]
+    for h in (0, 1):  # the 4-D product equals the per-head products
+        np.testing.assert_allclose(trace[f"batched_matmul.head{h}"], full[0, h], rtol=0, atol=atol)
+
+
+def test_multihead_attention(trace):
+    g = load_golden("raschka_08_multihead_attention.json")
+    w = g["weights_shape_out_by_in"]
+    for k in ("W_query", "W_key", "W_value"):
+        np.testing.assert_array_equal(trace[f"mha.{k}"], w[k])
+    np.testing.assert_array_equal(trace["mha.out_proj.weight"], w["out_proj_weight"])
+    np.testing.assert_array_equal(trace["mha.out_proj.bias"], w["out_proj_bias"])
+    B, T, _ = trace["batch.X"].shape
+    H, D = g["num_heads"], g["head_dim"]
+    for k in ("Q", "K", "V"):
+        assert trace[f"mha.{k}_split"].shape == (B, H, T, D)
+    assert trace["mha.A"].shape == (B, H, T, T)
+    np.testing.assert_array_equal(trace["mha.concat"][..., 0], trace["mha.C_heads"][:, 0, :, 0])
+    assert list(trace["mha.out"].shape) == g["expected"]["output_shape"]
+    close(trace["mha.out"], g["expected"], "output", g["tolerance"])
+
+
+def test_new_steps_are_narrated_with_equations_and_shapes(trace):
+    narrated = [s for s in trace.steps if s.note]
+    names = [s.name for s in narrated]
+    order = [
+        *("causal.A", "dropout.mask", "dropout.ones", "dropout.A", "batch.X"),
+        *("causal_attention.Q", "causal_attention.scores", "causal_attention.C", "wrapper.C"),
+        *("batched_matmul.a_aT", "mha.Q_split", "mha.A", "mha.concat", "mha.out"),
+    ]
+    assert [names.index(n) for n in order] == sorted(names.index(n) for n in order)
+    for s in narrated:
+        assert s.equation and s.shape == np.shape(s.values)
+        assert "\n" not in s.note  # one line

@@ -22,7 +22,8 @@ from glassformer.decode import beam_search, greedy
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import MAX_BYTES, asset, render_html
 from glassformer.explain.select import attention_maps
-from glassformer.trace import scope, tracing
+from glassformer.explain.text import render
+from glassformer.trace import scope, tap, tracing
 
 FORBIDDEN = ("http://", "https://", "//cdn", "<link", 'src="http', "src=", "url(", "@import")
 
@@ -316,6 +317,36 @@ def test_explain_html_and_png(capsys, tmp_path, ckpt):
     assert "hello" in page and "“Hello World”" in page
 
 
+def test_a_small_batched_tensor_is_shown_matrix_by_matrix():
+    x = np.arange(2 * 3 * 2 * 2, dtype=float).reshape(2, 3, 2, 2)
+    with tracing() as trace:
+        tap("x", x, equation="x (B × H × T × T)", rows=["a", "b"], cols=["a", "b"], note="n")
+    text = render(trace)
+    for i in np.ndindex(2, 3):
+        block = text.split(f"[{i[0]}, {i[1]}]\n")[1].splitlines()
+        assert block[0].split() == ["a", "b"] and block[2].split()[0] == "b"
+        assert block[1].split() == ["a", *(f"{v:g}" for v in x[i][0])]
+    page = render_html(trace)
+    body = cards(page)["x"]
+    assert body.count('<table class="mat">') == 6 and 'class="hm"' not in body
+    assert "<p class='shape'>[1, 2]</p>" in body
+
+
+def test_batched_steps_are_tables_matrix_by_matrix(capsys, tmp_path):
+    f = tmp_path / "sa.html"
+    assert run(capsys, "walkthrough", "self-attention", "--html", f)[0] == 0
+    shown = cards(f.read_text(encoding="utf-8"))
+    for name, index in (
+        ("batch.X", ["[0]", "[1]"]),
+        ("mha.A", ["[0, 0]", "[0, 1]", "[1, 0]", "[1, 1]"]),
+    ):
+        body = shown[name]
+        assert re.findall(r"<p class='shape'>(\[[0-9, ]+\])</p>", body) == index
+        assert body.count('<table class="mat">') == len(index) and 'class="hm"' not in body
+        assert "<th>journey</th>" in body
+    assert "0.319018" in shown["mha.out"]  # MultiHeadAttention's first output, raschka_08
+
+
 def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
     pytest.importorskip("matplotlib")
     code, out, _ = run(capsys, "walkthrough", "self-attention", "--png", tmp_path)
@@ -324,6 +355,7 @@ def test_walkthrough_png_writes_one_file_per_map(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "all.A.png",
         "causal.A.png",
+        "dropout.A.png",
         "simple.A.png",
         "v2.A.png",
     ]

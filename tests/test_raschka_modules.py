@@ -273,3 +273,14 @@ def test_train_mode_dropout_changes_the_output():
     ca = CausalAttention(3, 2, 6, 0.5).train()
     outs = [ca(batch()) for _ in range(5)]
     assert any(not torch.equal(outs[0], o) for o in outs[1:])
+
+
+# -- the walkthrough's shipped data --------------------------------------------------------------
+
+
+def test_shipped_chapter_data_is_what_torch_draws():
+    """glassformer/data/raschka_ch03.json (the walkthrough's weights, no torch needed at run time)
+    is exactly what tests/make_raschka_ch03_data.py draws with torch, seed by seed."""
+    import make_raschka_ch03_data as make
+
+    assert make.OUT.read_text(encoding="utf-8") == make.text()

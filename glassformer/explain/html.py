@@ -12,9 +12,11 @@ disk and loads nothing from anywhere. Its sections, each present when the trace 
     steps       every step in order: name, equation, shape with its sizes, values
 
 Matrices up to SMALL x SMALL are numeric tables written here (the exact value in each cell's
-title); larger ones are heatmaps that the script draws from the embedded data (float16, base64)
-when they scroll into view, with the value under the mouse in a tooltip. The page stays under
-`max_bytes`: the largest heatmaps are downsampled, then dropped, each with a visible note.
+title), and so are small tensors of 3 or more axes, as up to SMALL such matrices each under its
+index ([0], [0, 1], ...); larger ones are heatmaps that the script draws from the embedded data
+(float16, base64) when they scroll into view, with the value under the mouse in a tooltip. The
+page stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a
+visible note.
 
 This module assembles the page. The style and the script are real files, `assets/report.css` and
 `assets/report.js`, read as package data and inlined; the steps come from `select.py`; tables,
@@ -164,6 +166,11 @@ class _Page:
             rows, cols = None, rows  # a vector's labels belong to its entries
         if v.ndim <= 1 and v.size <= SMALL or v.ndim == 2 and max(v.shape) <= SMALL:
             return table(v, rows, cols)
+        if v.ndim > 2 and max(v.shape[-2:]) <= SMALL and v[..., 0, 0].size <= SMALL:
+            return "".join(  # a small batched tensor: its matrices over the last two axes
+                f"<p class='shape'>[{', '.join(map(str, i))}]</p>{table(v[i], rows, cols)}"
+                for i in np.ndindex(*v.shape[:-2])
+            )
         if attention:
             self.attention.add(key)
         self.sources[key] = (v, rows, cols)

@@ -5,7 +5,8 @@
     Hello   4.677e-10            1
     World   1.114e-12            1
 
-Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x `max_cols`.
+Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x `max_cols`; a
+tensor of 3 or more axes is shown as its matrices over the last two axes, each under its index.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def render_matrix(
     if v.ndim == 1:
         v, rows = v[None, :], None
     if v.ndim > 2:
-        return f"<{v.ndim}-d array of shape {v.shape}>"
+        return _render_slices(v, rows, cols, max_rows, max_cols, digits)
     n_r, n_c = v.shape
     show_r, show_c = min(n_r, max_rows), min(n_c, max_cols)
     cells = [[format_number(x, digits) for x in row[:show_c]] for row in v[:show_r]]
@@ -64,6 +65,19 @@ def render_matrix(
     if show_r < n_r:
         lines.append(f"… {n_r - show_r} more rows")
     return "\n".join(lines)
+
+
+def _render_slices(v: np.ndarray, rows, cols, max_rows, max_cols, digits, max_slices=8) -> str:
+    """A batched tensor (B, T, D), (B, H, T, T), ... as its last-two-axes matrices, each under
+    its index ([0], [0, 1], ...); the labels are those of the last two axes."""
+    out = []
+    for k, idx in enumerate(np.ndindex(*v.shape[:-2])):
+        if k == max_slices:
+            out.append(f"… {int(np.prod(v.shape[:-2])) - k} more matrices")
+            break
+        body = render_matrix(v[idx], rows, cols, max_rows, max_cols, digits)
+        out.append(f"[{', '.join(map(str, idx))}]\n{_indent(body, '  ')}")
+    return "\n".join(out)
 
 
 def render_step(step: Step, rows=None, cols=None, **kw) -> str:
