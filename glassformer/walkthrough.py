@@ -116,10 +116,10 @@ def _article_part(t) -> np.ndarray:
             f"{h}.WQ",
             WQ,
             "Wq (d x c = 4 x 3), the article's hand-written matrix",
-            note=f"{h}: its own query, key and value matrices.",
+            note="Each head has its own query, key and value matrices; this is its query matrix.",
         )
-        t(f"{h}.WK", WK, "Wk (4 x 3)")
-        t(f"{h}.WV", WV, "Wv (4 x 3)")
+        t(f"{h}.WK", WK, "Wk (4 x 3)", note="Its key matrix.")
+        t(f"{h}.WV", WV, "Wv (4 x 3)", note="Its value matrix.")
         # The engine stores weights (out, in): X·Wq is linear(X, Wq.T).
         Q = t(f"{h}.Q", R.linear(E, WQ.T), "Q = E·Wq", rows=TOKENS, note="Queries.")
         K = t(f"{h}.K", R.linear(E, WK.T), "K = E·Wk", rows=TOKENS, note="Keys.")
@@ -439,8 +439,8 @@ def self_attention() -> Trace:
             "Wq (d x c = 3 x 2), torch.manual_seed(123), torch.rand",
             note="Trainable attention: three weight matrices project d = 3 to c = 2.",
         )
-        t("trainable.W_key", Wk, "Wk (3 x 2)")
-        t("trainable.W_value", Wv, "Wv (3 x 2)")
+        t("trainable.W_key", Wk, "Wk (3 x 2)", note="The key matrix.")
+        t("trainable.W_value", Wv, "Wv (3 x 2)", note="The value matrix.")
         q2 = t("trainable.query_2", x2 @ Wq, "q_2 = x_2·Wq", note="The query of 'journey'.")
         keys = t("trainable.keys", X @ Wk, "K = X·Wk", rows=words, note="All keys.")
         values = t("trainable.values", X @ Wv, "V = X·Wv", rows=words, note="All values.")
