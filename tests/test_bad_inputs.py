@@ -22,7 +22,6 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -442,8 +441,15 @@ for fn, msg in [
     (_set("torch_rng", torch.zeros(5056, dtype=torch.float32)), "torch_rng"),
     (_set("python_rng", [1, 2, 3]), "python_rng"),
     (_set("data", "{not json"), "data"),
-    (_set("data", json.dumps({"kind": "pairs", "seed": 1, "epoch": 0, "position": 10**9,
-                              "examples": 200})), "position"),  # fmt: skip
+    (
+        _set(
+            "data",
+            json.dumps(
+                {"kind": "pairs", "seed": 1, "epoch": 0, "position": 10**9, "examples": 200}
+            ),
+        ),
+        "position",
+    ),  # fmt: skip
     (_set("log", "[{"), "log"),
 ]:
     add("state", RESUME, msg, setup=_state_edit(fn))

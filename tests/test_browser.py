@@ -238,3 +238,265 @@ def test_heatmaps_tooltips_and_picker_on_a_larger_model(browser, tmp_path):
     )
     screenshot(driver, tmp_path, "random-model-attention.png")
     assert_offline_and_clean(driver, url)
+
+
+# -- any size: readable cells, scrolling, sticky labels, masks, whitespace, injection -----------
+
+SHAKESPEARE = (
+    "To be,\nor not to be, that is the question:\nWhether 'tis nobler in the mind\tto suffer "
+)
+
+
+def char_report(path: Path, d_model: int, d_ff: int, n_tokens: int) -> tuple[Path, object]:
+    """A 1-block character decoder with seeded random weights on `n_tokens` characters."""
+    from glassformer.tokenizer import CharTokenizer
+
+    text = (SHAKESPEARE * 3)[:n_tokens]
+    tok = CharTokenizer.train([text])
+    cfg = Config(
+        arch="decoder", vocab_size=tok.vocab_size, d_model=d_model, n_heads=6, d_ff=d_ff,
+        n_decoder_layers=1, max_len=128,
+    )  # fmt: skip
+    params = weights.init(cfg, seed=0)
+    ids = tok.encode(text)
+    with tracing(labels={"decoder": tok.tokens(ids)}) as trace:
+        R.forward(params, cfg, ids)
+    page = render_html(trace, vocab=tok.vocab, params=params, token_kind="char", title=path.name)
+    assert "downsampled" not in page and "left out" not in page
+    path.write_text(page, encoding="utf-8")
+    return path, trace
+
+
+def draw_card(driver, name: str) -> None:
+    """Open every group, scroll the step's card into view and wait for its heatmap."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.execute_script(
+        "document.querySelectorAll('details.group').forEach(d => { d.open = true; });"
+        "document.getElementById(arguments[0]).scrollIntoView();",
+        f"step-{name}",
+    )
+    WebDriverWait(driver, 20).until(
+        lambda d: d.execute_script(
+            "const card = document.getElementById(arguments[0]);"
+            "return !!card.querySelector('.hm[data-drawn] canvas')",
+            f"step-{name}",
+        )
+    )
+
+
+GEOMETRY = """
+const el = arguments[0].startsWith('step-') ? document.getElementById(arguments[0])
+  : document.querySelector(arguments[0]);
+const box = el.querySelector('.hm-box'), c = box.querySelector('canvas');
+const row = box.querySelector('.hm-rows span'), col = box.querySelector('.hm-cols span');
+const r = e => { if (!e) return null; const b = e.getBoundingClientRect();
+  return {left: b.left, top: b.top, right: b.right, bottom: b.bottom, width: b.width,
+          height: b.height}; };
+return {cols: c.width, rows: c.height, canvas: r(c), box: r(box), row: r(row), col: r(col),
+        rowText: row ? row.textContent : null, scrollW: box.scrollWidth, clientW: box.clientWidth,
+        scrollH: box.scrollHeight, clientH: box.clientHeight};
+"""
+
+
+def geometry(driver, where: str, left: int = 0, top: int = 0) -> dict:
+    driver.execute_script(
+        "const el = arguments[0].startsWith('step-') ? document.getElementById(arguments[0])"
+        "  : document.querySelector(arguments[0]);"
+        "const box = el.querySelector('.hm-box'); box.scrollLeft = arguments[1];"
+        "box.scrollTop = arguments[2];",
+        where,
+        left,
+        top,
+    )
+    return driver.execute_script(GEOMETRY, where)
+
+
+def hover(driver, where: str, i: int, j: int) -> str:
+    """The tooltip over cell (i, j) of a heatmap."""
+    return driver.execute_script(
+        """const el = arguments[0].startsWith('step-') ? document.getElementById(arguments[0])
+          : document.querySelector(arguments[0]);
+        const c = el.querySelector('canvas'), b = c.getBoundingClientRect();
+        const x = (arguments[2] + 0.5) * b.width / c.width;
+        const y = (arguments[1] + 0.5) * b.height / c.height;
+        c.dispatchEvent(new MouseEvent('mousemove', {clientX: b.left + x, clientY: b.top + y}));
+        return document.querySelector('.gf-tip').textContent;""",
+        where,
+        i,
+        j,
+    )
+
+
+MIN_CELL = 8  # px, as in report.js
+
+
+def test_a_wide_input_is_drawn_with_readable_cells_and_sticky_token_labels(browser, tmp_path):
+    """MiniLM's shape: 9 tokens x d_model 384, a strip one pixel high per cell before."""
+    driver = need(browser)
+    path, trace = char_report(tmp_path / "wide-9x384.html", 384, 1536, 9)
+    url = open_report(driver, path)
+    draw_card(driver, "decoder.X")
+    g = geometry(driver, "step-decoder.X")
+    assert (g["rows"], g["cols"]) == (9, 384)
+    assert g["canvas"]["width"] / 384 >= MIN_CELL and g["canvas"]["height"] / 9 >= 14
+    assert g["scrollW"] > g["clientW"]  # the box scrolls sideways, the page does not
+    assert g["box"]["right"] <= driver.execute_script("return window.innerWidth")
+    assert g["rowText"] == "T"
+    moved = geometry(driver, "step-decoder.X", left=1500)
+    assert moved["canvas"]["left"] == pytest.approx(g["canvas"]["left"] - 1500, abs=1)
+    assert moved["row"]["left"] == pytest.approx(g["row"]["left"], abs=1)  # the label stays
+    assert (
+        moved["box"]["left"]
+        <= moved["row"]["left"]
+        < moved["row"]["right"]
+        <= moved["canvas"]["right"]
+    )
+    X = trace["decoder.X"]
+    tip = hover(driver, "step-decoder.X", 2, 300)
+    assert tip.startswith("␣ × col 300: ") and float(tip.split(": ")[1]) == pytest.approx(
+        X[2, 300], rel=2e-3, abs=1e-4
+    )
+    chips = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#gf-steps .tok'), e => e.textContent)"
+    )
+    assert chips[:9] == ["T", "o", "␣", "b", "e", ",", "⏎", "o", "r"]  # whitespace visible
+    screenshot(driver, tmp_path, "wide-9x384.png")
+    assert_offline_and_clean(driver, url)
+
+
+def test_128_tokens_by_1536_scrolls_both_ways_and_shows_masked_scores(browser, tmp_path):
+    driver = need(browser)
+    path, trace = char_report(tmp_path / "wide-128x1536.html", 384, 1536, 128)
+    url = open_report(driver, path)
+    draw_card(driver, "decoder.0.ffn.hidden")
+    g = geometry(driver, "step-decoder.0.ffn.hidden")
+    assert (g["rows"], g["cols"]) == (128, 1536)
+    assert g["canvas"]["width"] >= 1536 * MIN_CELL and g["canvas"]["height"] >= 128 * MIN_CELL
+    assert g["scrollW"] > g["clientW"] and g["scrollH"] > g["clientH"]
+    assert g["clientH"] <= 720  # a bounded box, not a 1800 px tall card
+    moved = geometry(driver, "step-decoder.0.ffn.hidden", left=5000, top=600)
+    assert moved["row"]["left"] == pytest.approx(g["row"]["left"], abs=1)
+    labels = driver.execute_script(
+        """const box = document.querySelector('#step-decoder\\\\.0\\\\.ffn\\\\.hidden .hm-box');
+        const b = box.getBoundingClientRect();
+        return Array.from(box.querySelectorAll('.hm-rows span')).filter(s => {
+          const r = s.getBoundingClientRect();
+          return r.top >= b.top && r.bottom <= b.bottom && r.left >= b.left; }).length;"""
+    )
+    assert labels > 20  # row labels of the rows scrolled to, in view
+    H = trace["decoder.0.ffn.hidden"]
+    tip = hover(driver, "step-decoder.0.ffn.hidden", 60, 1000)
+    assert float(tip.split(": ")[1]) == pytest.approx(H[60, 1000], rel=2e-3, abs=1e-3)
+
+    # The attention map: 128 x 128, the column header sticks to the top of its box.
+    att = "figure.att:not([hidden])"
+    a = geometry(driver, att)
+    assert a["canvas"]["width"] / 128 >= MIN_CELL and a["col"] is not None
+    down = geometry(driver, att, top=900)
+    assert down["col"]["top"] == pytest.approx(a["col"]["top"], abs=1)
+    assert down["canvas"]["top"] == pytest.approx(a["canvas"]["top"] - 900, abs=1)
+
+    # Masked scores: hatched (transparent over the hatching), "masked" on hover.
+    draw_card(driver, "decoder.0.self_attn.head0.scaled")
+    where = "step-decoder.0.self_attn.head0.scaled"
+    alpha = driver.execute_script(
+        """const c = document.getElementById(arguments[0]).querySelector('canvas');
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let masked = 0, drawn = 0;
+        for (let i = 3; i < d.length; i += 4) d[i] === 0 ? masked++ : drawn++;
+        return {masked, drawn, cls: c.className,
+                hatch: getComputedStyle(c).backgroundImage};""",
+        where,
+    )
+    assert alpha["masked"] == 128 * 127 // 2 and alpha["drawn"] == 128 * 129 // 2
+    assert alpha["cls"] == "masked" and "repeating-linear-gradient" in alpha["hatch"]
+    assert hover(driver, where, 3, 90).endswith(": masked (−∞ before the softmax)")
+    S = trace["decoder.0.self_attn.head0.scaled"]
+    assert float(hover(driver, where, 90, 3).split(": ")[1]) == pytest.approx(S[90, 3], rel=2e-3)
+    draw_card(driver, "decoder.0.self_attn.head0.A")  # A: the zeros are zeros, not masked
+    assert hover(driver, "step-decoder.0.self_attn.head0.A", 3, 90).endswith(": 0")
+    screenshot(driver, tmp_path, "wide-128x1536.png")
+    assert_offline_and_clean(driver, url)
+
+
+def test_masked_scores_in_tables_and_one_head_numbering_in_the_picker(browser, tmp_path):
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+
+    path = tmp_path / "raschka.html"
+    path.write_text(render_html(walkthrough.self_attention()), encoding="utf-8")
+    url = open_report(driver, path)
+    cells = driver.execute_script(
+        """return Array.from(document.querySelectorAll('#step-causal\\\\.scaled td.masked'),
+          td => [td.textContent, getComputedStyle(td).backgroundImage, td.title]);"""
+    )
+    assert len(cells) == 15 and all(t == "−∞" for t, _, _ in cells)
+    assert all("repeating-linear-gradient" in bg and "masked" in title for _, bg, title in cells)
+    assert_offline_and_clean(driver, url)
+
+    path = tmp_path / "hello-world.html"
+    path.write_text(render_html(walkthrough.hello_world()), encoding="utf-8")
+    url = open_report(driver, path)
+    note = driver.find_element(By.CSS_SELECTOR, ".heads-note")
+    assert note.is_displayed() and "counted from 0" in note.text
+    sites = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.pick-site option'), o => o.value)"
+    )
+    seen = set()
+    for site in sites:
+        choose(driver, "site", site)
+        options = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.pick-head option'), o => o.text)"
+        )
+        assert options == ["head 0", "head 1"], (site, options)
+        seen.add(site)
+    assert {"", "div30", "model.encoder.self_attn"} <= seen
+    choose(driver, "site", "")
+    choose(driver, "head", "1")
+    shown = shown_map(driver)
+    assert shown["name"] == "head2.A" and "head 1 (the article's head 2)" in shown["caption"]
+    assert_offline_and_clean(driver, url)
+
+
+EVIL = [
+    "</script><script>window.__pwned = 1</script>",
+    '<img src=x onerror="window.__pwned = 2">',
+    '"><svg onload="window.__pwned = 3">',
+    "<!--",
+]
+
+
+def test_markup_in_prompts_and_vocabularies_runs_nothing(browser, tmp_path):
+    driver = need(browser)
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+
+    cfg = Config(arch="decoder", vocab_size=8, d_model=16, n_heads=2, n_decoder_layers=1)
+    params = weights.init(cfg, seed=0, std=0.5)
+    ids = [0, 1, 2, 3] * 4  # 16 tokens: heatmaps, their labels in the JSON data
+    words = [EVIL[i] for i in ids]
+    with tracing(labels={"decoder": words}) as trace:
+        R.forward(params, cfg, ids)
+    vocab = EVIL + [f"v{i}" for i in range(4)]
+    page = render_html(
+        trace, title=EVIL[0], meta={"input": "".join(EVIL)}, vocab=vocab, token_kind="bpe"
+    )
+    path = tmp_path / "evil.html"
+    path.write_text(page, encoding="utf-8")
+    url = open_report(driver, path)
+    choose(driver, "site", "decoder.self_attn")
+    canvas = driver.find_element(By.CSS_SELECTOR, "figure.att:not([hidden]) canvas")
+    ActionChains(driver).move_to_element(canvas).perform()
+    state = driver.execute_script(
+        """return {pwned: window.__pwned === undefined ? null : window.__pwned,
+          imgs: document.querySelectorAll('img, svg:not(.plot) *[onload]').length,
+          scripts: document.scripts.length, text: document.body.textContent,
+          tip: document.querySelector('.gf-tip').textContent};"""
+    )
+    assert state["pwned"] is None and state["imgs"] == 0 and state["scripts"] == 2
+    for evil in EVIL:
+        assert evil.replace(" ", "␣") in state["text"]  # shown as text, spaces visible
+    assert "<" in state["tip"]
+    screenshot(driver, tmp_path, "evil.png")
+    assert_offline_and_clean(driver, url)

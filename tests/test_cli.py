@@ -235,7 +235,7 @@ def test_generate_engines_and_strategies_agree(capsys, ckpt):
     code, _, err = run(
         capsys, "generate", str(ckpt), "hello", "--strategy", "sample", "--top-p", "2"
     )
-    assert code == 2 and "top_p" in err
+    assert code == 2 and "top-p must be in (0, 1]" in err
 
 
 def test_explain_shows_beam_and_sampling_steps(capsys, ckpt, tmp_path):

@@ -21,7 +21,8 @@ from glassformer.config import Config, preset
 from glassformer.decode import beam_search, greedy
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import MAX_BYTES, asset, render_html
-from glassformer.explain.select import attention_maps
+from glassformer.explain.html_pieces import heatmap_data
+from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
 from glassformer.explain.text import render
 from glassformer.trace import scope, tap, tracing
 
@@ -158,6 +159,101 @@ def test_hello_world_report_tells_the_story(hello):
     assert generation.count("class=chosen") == len(words) - 1
     for n in range(len(words) - 1):
         assert f"<h4>step {n}</h4>" in generation
+
+
+def test_the_story_shows_wq_wk_wv_over_q_k_v(hello):
+    _, page = hello
+    story = section(page, "story")
+    rows = re.findall(
+        r"<div class='trio'>(.*?)</div>(?=<article|<div class='trio'>|$)", story, re.S
+    )
+    names = [re.findall(r'<code class="name">([^<]+)</code>', r) for r in rows]
+    for h in ("head1", "head2"):
+        assert [f"{h}.{m}" for m in ("WQ", "WK", "WV", "Q", "K", "V")] in names
+    raschka = section(render_html(walkthrough.self_attention()), "story")
+    assert "trainable.W_key" in raschka and "trainable.W_value" in raschka
+
+
+def test_one_head_numbering_from_0_said_once(hello):
+    trace, page = hello
+    numbers = HeadNumbers(trace.steps)
+    assert numbers.from_one == {"", "div30"}  # the article's head1 and head2, with and ÷30
+    assert [numbers.shown(n) for n in ("head1.A", "div30.head2.A")] == [0, 1]
+    assert numbers.shown("model.encoder.2.self_attn.head1.A") == 1  # the model's: as named
+    assert numbers.shown("seeded.block.head0.A") == 0  # the article's code counts from 0
+    assert page.count("Heads are counted from 0 everywhere") == 1
+    assert "its head 1 and head 2 (steps head1.*, head2.*) are head 0 and head 1 here" in page
+    attention = section(page, "attention")
+    found = re.findall(r'data-head="(\d*)" data-name="([^"]+)"', attention)
+    heads = {name: h for h, name in found}
+    assert heads["head1.A"] == "0" and heads["head2.A"] == "1" and heads["div30.head2.A"] == "1"
+    assert heads["model.encoder.2.self_attn.head1.A"] == "1"
+    assert {int(h) for h in heads.values()} == {0, 1}  # 2 heads everywhere, one numbering
+    assert html.escape("head 0 (the article's head 1)") in cards(page)["head1.Q"]
+    h3 = "<h3>" + html.escape("head 1 (the article's head 2)") + ": <code>head2</code></h3>"
+    assert h3 in section(page, "scaling")
+    raschka = walkthrough.self_attention()  # the book's heads count from 0 already
+    assert HeadNumbers(raschka.steps).from_one == set()
+    assert "the article's head" not in render_html(raschka)
+
+
+def test_no_group_header_appears_twice(hello, big, seq2seq):
+    pages = [hello[1], render_html(big[0]), render_html(seq2seq[0])]
+    pages.append(render_html(walkthrough.self_attention()))
+    for page in pages:
+        headers = re.findall(r"<summary><code>([^<]+)</code>", section(page, "steps"))
+        assert len(headers) == len(set(headers)), [h for h in headers if headers.count(h) > 1]
+    tree = group_steps(hello[0].steps)
+
+    def keys(items):
+        return [k for x in items if isinstance(x, Group) for k in (x.key, *keys(x.items))]
+
+    def count(items):
+        return sum(x.count() if isinstance(x, Group) else 1 for x in items)
+
+    assert count(tree) == len(hello[0].steps)
+    top = [x.key if isinstance(x, Group) else x.name for x in tree]
+    assert top[:4] == ["embeddings", "positions", "encoder_input", "head1"]
+    assert "model.step0" in keys(tree) and "model.step0.decoder.0" in keys(tree)
+    div30 = next(x for x in tree if isinstance(x, Group) and x.key == "div30")
+    assert [getattr(x, "name", None) for x in div30.items[1:]] == [
+        "div30.concat",
+        "W_O",
+        "div30.Z",
+    ]  # fmt: skip  W_O, a lone step between two div30 steps, joins them
+
+
+def test_masked_scores_are_shown_masked():
+    trace = walkthrough.self_attention()
+    shown = cards(render_html(trace))
+    for name in ("causal.scores", "causal.scaled"):
+        assert shown[name].count('class="masked"') == 15, name  # above the diagonal of 6 x 6
+        assert shown[name].count(">−∞<") == 15
+    assert 'title="masked: set to −∞ before the softmax (computed 0.0' in shown["causal.scaled"]
+    assert "masked" not in shown["causal.A"] and shown["causal.A"].count(">0<") == 15
+    assert "masked" not in shown["v2.scaled"]  # no mask beside it
+
+
+def test_masked_scores_in_a_heatmap_are_minus_infinity(big):
+    trace, _ = big
+    page = render_html(trace)
+    key = re.search(
+        r'id="step-decoder\.2\.self_attn\.head3\.scaled">.*?data-key="(s\d+)"', page, re.S
+    ).group(1)
+    m = data_of(page)["maps"][key]
+    values = np.frombuffer(base64.b64decode(m["f16"]), "<f2").astype(float).reshape(100, 100)
+    above = np.triu(np.ones((100, 100), bool), k=1)
+    assert m["masked"] is True and np.all(values[above] == -np.inf)
+    S = trace["decoder.2.self_attn.head3.scaled"]
+    np.testing.assert_allclose(values[~above] * m["scale"], S[~above], atol=1e-3 * m["scale"])
+    assert "masked" not in data_of(page)["maps"][key.replace(key, "s0")]
+    # Downsampled, a block is the mean of its unmasked scores, masked when it has none.
+    S = np.random.default_rng(0).normal(size=(128, 128))
+    small = heatmap_data(S, None, None, shrunk=True, masked=np.triu(S < np.inf, k=1))
+    v = np.frombuffer(base64.b64decode(small["f16"]), "<f2").astype(float).reshape(64, 64)
+    assert np.all(v[np.triu_indices(64, 1)] == -np.inf) and np.isfinite(np.tril(v)).all()
+    mean = (S[0, 0] + S[1, 0] + S[1, 1]) / 3  # the diagonal block's three unmasked scores
+    assert v[0, 0] * small["scale"] == pytest.approx(mean, rel=1e-3)
 
 
 def test_repr_html_is_the_same_report():
@@ -376,6 +472,18 @@ def test_explain_html_on_a_decoder(capsys, tmp_path):
     assert_self_contained(page)
     assert "position 4" in section(page, "generation")
     assert "masked self-attention (decoder)" in section(page, "attention")
+    # Token labels read as text: the space is ␣ (in the chips, the tables, the heatmap data).
+    assert '<span class="tok">␣</span>' in section(page, "steps")
+    assert "<th>␣</th>" in page and '"␣"' in page
+    assert '<span class="tok"> </span>' not in page
+
+    code, out, _ = run(capsys, "explain", dec, "to be", "--only", "head0.A")
+    assert code == 0 and "␣" in out
+    j = tmp_path / "d.json"
+    assert run(capsys, "explain", dec, "to be", "--json", j)[0] == 0
+    data = json.loads(j.read_text(encoding="utf-8"))
+    assert data["labels"] == {"decoder": list("to be")}  # the raw pieces, as before
+    assert data["labels_readable"] == {"decoder": ["t", "o", "␣", "b", "e"]}
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ from glassformer.cli.common import (
 )
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render
+from glassformer.tokenizer.display import display_kind, display_tokens
 from glassformer.trace import Trace, tracing
 
 
@@ -155,6 +156,7 @@ def cmd_explain(args) -> int:
         vocab=tok.vocab,
         params=params,
         generation=gen,
+        token_kind=display_kind(tok),
     )
     _show_trace(trace, args, layers, heads, report)
     return 0
@@ -163,12 +165,14 @@ def cmd_explain(args) -> int:
 def _show_trace(trace: Trace, args, layers, heads, report: dict) -> None:
     shown = _select(trace, layers, heads)
     written = _write_reports(trace, args, layers, heads, **report)
+    kind = report["token_kind"]
     if args.json:
-        write_json(args.json, shown.to_dict())
+        readable = {k: display_tokens(v, kind) for k, v in shown.labels.items()}
+        write_json(args.json, {**shown.to_dict(), "labels_readable": readable})
         if args.json == "-":
             return
     if not written:
-        print(render(shown, only=args.only) + ("\n" if args.json else ""))
+        print(render(shown, only=args.only, token_kind=kind) + ("\n" if args.json else ""))
     if args.json:
         print(f"wrote {len(shown)} steps to {args.json}")
     print("\n".join(written), end="\n" if written else "")
@@ -207,6 +211,7 @@ def _write_reports(trace: Trace, args, layers, heads, **html_options) -> list[st
     if args.png:
         from glassformer.explain.plots import write_attention_pngs
 
-        paths = write_attention_pngs(trace, args.png, layers=layers, heads=heads)
+        kind = html_options.get("token_kind")
+        paths = write_attention_pngs(trace, args.png, layers=layers, heads=heads, token_kind=kind)
         lines.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
     return lines

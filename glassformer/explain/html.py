@@ -14,9 +14,12 @@ disk and loads nothing from anywhere. Its sections, each present when the trace 
 Matrices up to SMALL x SMALL are numeric tables written here (the exact value in each cell's
 title), and so are small tensors of 3 or more axes, as up to SMALL such matrices each under its
 index ([0], [0, 1], ...); larger ones are heatmaps that the script draws from the embedded data
-(float16, base64) when they scroll into view, with the value under the mouse in a tooltip. The
-page stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a
-visible note.
+(float16, base64) when they scroll into view: cells of at least 8 px in a scrolling box whose
+token labels stay in view, the value under the mouse in a tooltip. Scores that a mask sets to −∞
+are shown masked. Heads are counted from 0 everywhere (`select.HeadNumbers`). Token labels are
+shown readable (`tokenizer.display`: whitespace visible, byte-level pieces decoded). The page
+stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a visible
+note.
 
 This module assembles the page. The style and the script are real files, `assets/report.css` and
 `assets/report.js`, read as package data and inlined; the steps come from `select.py`; tables,
@@ -41,7 +44,6 @@ from glassformer.explain.html_pieces import (
     decode_step,
     dims,
     esc,
-    group_of,
     heatmap_data,
     overflow_svg,
     reduced_note,
@@ -49,14 +51,18 @@ from glassformer.explain.html_pieces import (
     table,
     token_chips,
 )
-from glassformer.explain.select import attention_maps, select_steps
+from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
+from glassformer.tokenizer.display import display_token
 from glassformer.trace import Step, Trace
 
 MAX_BYTES = 20_000_000  # the bound on a report's size
 SMALL = 12  # matrices up to SMALL x SMALL are tables, larger ones heatmaps
+ARTICLE_HEADS = "the article's heads"  # the picker's name for the heads outside any site
 
 # Steps shown with the weights that made them: Z with W_O, LayerNorm's output with γ and β.
 _WEIGHTED = re.compile(r"(encoder|decoder)\.(?:(\d+)\.)?(self_attn\.Z|cross_attn\.Z|norm\d*\.out)$")
+# The story shows these side by side, three to a row: Wq Wk Wv over Q K V.
+_PROJECTIONS = ("WQ", "WK", "WV", "Q", "K", "V", "W_query", "W_key", "W_value")
 
 
 @functools.cache
@@ -79,18 +85,21 @@ def render_html(
     layers: list[int] | None = None,
     heads: list[int] | None = None,
     max_bytes: int = MAX_BYTES,
+    token_kind: str | None = None,
 ) -> str:
     """The trace as one self-contained HTML document of at most `max_bytes` bytes.
 
     meta: lines for the header (checkpoint, input, model); vocab: token names for `probs` and
     `generation`; params: the model's weights, to show W_O beside Z and γ, β beside LayerNorm;
     generation: a `decode.Generation` or `decode.BeamResult` to explain step by step;
-    layers, heads: show only these blocks and heads of the model.
+    layers, heads: show only these blocks and heads of the model; token_kind: the tokenizer's
+    kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
+    visible only).
     """
     steps = select_steps(trace, layers, heads)
     shrink: dict[str, str] = {}
     for _ in range(3):
-        page = _Page(trace, vocab, params, shrink, max_bytes)
+        page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
         doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads))
         size = len(doc.encode("utf-8"))
         if size <= max_bytes:
@@ -115,14 +124,35 @@ def _selection(layers, heads) -> str:
 class _Page:
     """One rendering pass: sections are HTML strings; heatmap data collects in `maps`."""
 
-    def __init__(self, trace: Trace, vocab, params, shrink: dict[str, str], max_bytes: int):
-        self.trace, self.vocab, self.params = trace, vocab, params or {}
+    def __init__(self, trace: Trace, vocab, params, shrink: dict[str, str], max_bytes, kind=None):
+        self.trace, self.params = trace, params or {}
+        self.kind = kind
+        self.vocab = self.readable(vocab)
         self.shrink, self.max_bytes = shrink, max_bytes
         self.key = {id(s): f"s{i}" for i, s in enumerate(trace.steps)}
         self.maps: dict[str, dict] = {}  # key -> encoded heatmap
-        self.sources: dict[str, tuple] = {}  # key -> (values, rows, cols), for `plan`
+        self.sources: dict[str, tuple] = {}  # key -> (values, rows, cols, masked), for `plan`
         self.attention: set[str] = set()
         self.data_bytes = 0
+        self.heads = HeadNumbers(trace.steps)
+        # prefix -> the mask recorded beside its scores (True = may attend)
+        self.masks = {
+            s.name[: -len(".mask")]: np.asarray(s.values, bool)
+            for s in trace.steps
+            if s.name.endswith(".mask") and s.values.ndim == 2
+        }
+
+    def readable(self, pieces):
+        """Token pieces as text a person reads (`tokenizer.display.display_token`)."""
+        return None if pieces is None else [display_token(str(p), self.kind) for p in pieces]
+
+    def masked(self, s: Step):
+        """The scores of `s` that its mask sets to −∞ (for `...scores` and `...scaled`)."""
+        prefix, _, last = s.name.rpartition(".")
+        mask = self.masks.get(prefix)
+        if last in ("scores", "scaled") and mask is not None and mask.shape == s.shape:
+            return ~mask
+        return None
 
     def document(self, steps, title, meta, generation, selection) -> str:
         sections = [
@@ -139,7 +169,8 @@ class _Page:
         header = (
             f"<header><h1>{esc(title)}</h1><dl class='meta'>{lines}</dl>"
             f"<p class='sub'>{len(steps)} steps recorded by glassformer's trace"
-            f"{' · ' + esc(selection) if selection else ''}</p><nav>{nav}</nav></header>"
+            f"{' · ' + esc(selection) if selection else ''}</p>{self.head_convention(steps)}"
+            f"<nav>{nav}</nav></header>"
         )
         body = header + "".join(
             f'<section id="gf-{i}"><h2>{esc(h)}</h2>{b}</section>' for i, h, b in sections
@@ -158,14 +189,29 @@ class _Page:
             f"<script>\n{script}</script></div></body></html>\n"
         )
 
+    def head_convention(self, steps) -> str:
+        """The one numbering of heads, said once at the top."""
+        if all(self.heads.shown(s.name) is None for s in steps):
+            return ""
+        text = "Heads are counted from 0 everywhere in this report, as the model and --heads count."
+        article = sorted({n for s in steps if (n := self.heads.article(s.name)) is not None})
+        if article:
+            names = " and ".join(f"head {n}" for n in article)
+            ours = " and ".join(f"head {n - 1}" for n in article)
+            text += (
+                f" The article counts from 1: its {names} (steps "
+                f"{', '.join(f'head{n}.*' for n in article)}) are {ours} here."
+            )
+        return f"<p class='sub heads-note'>{esc(text)}</p>"
+
     # -- matrices: a table when small, a heatmap drawn by the script when large -----------------
 
-    def matrix(self, key: str, values, rows=None, cols=None, attention=False) -> str:
+    def matrix(self, key: str, values, rows=None, cols=None, attention=False, masked=None) -> str:
         v = np.asarray(values)
         if v.ndim == 1 and cols is None:
             rows, cols = None, rows  # a vector's labels belong to its entries
         if v.ndim <= 1 and v.size <= SMALL or v.ndim == 2 and max(v.shape) <= SMALL:
-            return table(v, rows, cols)
+            return table(v, rows, cols, masked)
         if v.ndim > 2 and max(v.shape[-2:]) <= SMALL and v[..., 0, 0].size <= SMALL:
             return "".join(  # a small batched tensor: its matrices over the last two axes
                 f"<p class='shape'>[{', '.join(map(str, i))}]</p>{table(v[i], rows, cols)}"
@@ -173,14 +219,14 @@ class _Page:
             )
         if attention:
             self.attention.add(key)
-        self.sources[key] = (v, rows, cols)
+        self.sources[key] = (v, rows, cols, masked)
         how = self.shrink.get(key)
         if how == "drop":
             return reduced_note(
                 f"Values of this {dims(v.shape)} matrix are left out to keep the file under "
                 f"{self.max_bytes / 1e6:g} MB; choose fewer blocks or heads (--layers, --heads)."
             )
-        self.maps[key] = heatmap_data(v, rows, cols, shrunk=how == "down")
+        self.maps[key] = heatmap_data(v, rows, cols, shrunk=how == "down", masked=masked)
         note = ""
         if how == "down":
             shown = dims(self.maps[key]["shape"])
@@ -199,10 +245,10 @@ class _Page:
         for k in order:
             if sum(size.values()) <= budget:
                 return plan
-            v, rows, cols = self.sources[k]
+            v, rows, cols, masked = self.sources[k]
             if k not in plan and max(v.shape) > SHRUNK_SIDE:
                 plan[k] = "down"
-                size[k] = len(json.dumps(heatmap_data(v, rows, cols, shrunk=True)))
+                size[k] = len(json.dumps(heatmap_data(v, rows, cols, True, masked)))
         for k in order:
             if sum(size.values()) <= budget:
                 return plan
@@ -213,9 +259,9 @@ class _Page:
     def labels(self, s: Step) -> tuple[list[str] | None, list[str] | None]:
         """The trace's axis labels; top-level logits and probs get the decoder's tokens as rows
         and the vocabulary as columns."""
-        rows, cols = self.trace.axis_labels(s)
+        rows, cols = map(self.readable, self.trace.axis_labels(s))
         if s.name.rsplit(".", 1)[-1] in ("logits", "probs") and s.values.ndim == 2:
-            words = self.trace.labels.get("decoder")
+            words = self.readable(self.trace.labels.get("decoder"))
             rows = rows or (words if words and len(words) == s.shape[0] else None)
             cols = cols or (self.vocab if self.vocab and len(self.vocab) == s.shape[1] else None)
         return rows, cols
@@ -225,11 +271,16 @@ class _Page:
         key = self.key[id(s)]
         attrs = f' id="step-{esc(s.name)}"' if anchor else ""
         note = f'<p class="note">{esc(s.note)}</p>' if s.note else ""
+        head = self.heads.label(s.name)
+        head = f'<span class="head-no">{esc(head)}</span>' if head else ""
+        masked = self.masked(s)
+        if masked is not None and masked.any():
+            note += '<p class="shape">Hatched −∞: scores the mask hides from the softmax.</p>'
         return (
             f'<article class="step"{attrs}><header><code class="name">{esc(s.name)}</code>'
-            f'<span class="eq">{esc(s.equation)}</span></header>'
+            f'{head}<span class="eq">{esc(s.equation)}</span></header>'
             f'<p class="shape">{shape_text(s)}</p>{note}'
-            f"{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'))}"
+            f"{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'), masked)}"
             f"{self.weights_beside(s, key)}</article>"
         )
 
@@ -264,8 +315,25 @@ class _Page:
         told = [s for s in steps if s.note]
         if not told:
             return ""
-        intro = "<p>The narrated steps, in the order the data flows.</p>"
-        return intro + "".join(self.card(s, anchor=False) for s in told)
+        out, row = ["<p>The narrated steps, in the order the data flows.</p>"], []
+
+        def flush():
+            if len(row) > 1:  # Wq Wk Wv over Q K V, each product under its matrix
+                out.append(f"<div class='trio'>{''.join(self.card(x, False) for x in row)}</div>")
+            else:
+                out.extend(self.card(x, False) for x in row)
+            row.clear()
+
+        for s in told:
+            prefix, _, last = s.name.rpartition(".")
+            if row and (last not in _PROJECTIONS or row[0].name.rpartition(".")[0] != prefix):
+                flush()
+            if last in _PROJECTIONS:
+                row.append(s)
+            else:
+                out.append(self.card(s, anchor=False))
+        flush()
+        return "".join(out)
 
     def overflow(self, steps) -> str:
         names = {s.name: s for s in steps}
@@ -310,14 +378,19 @@ class _Page:
             cols = []
             for label, a in ((f"÷{c}", sqrt), ("÷30", div30)):
                 scaled = names.get(a.name[: -len(".A")] + ".scaled")
-                rows, cl = self.trace.axis_labels(a)
+                rows, cl = map(self.readable, self.trace.axis_labels(a))
                 parts = [f"<h4>{esc(label)}: <code>{esc(a.name)}</code></h4>"]
                 if scaled is not None:
                     parts.append(f"<p class='shape'>scores {esc(label)}</p>")
-                    parts.append(table(scaled.values, *self.trace.axis_labels(scaled)))
+                    labels = map(self.readable, self.trace.axis_labels(scaled))
+                    parts.append(table(scaled.values, *labels, self.masked(scaled)))
                 parts.append("<p class='shape'>A = softmax(row)</p>" + table(a.values, rows, cl))
                 cols.append(f"<div>{''.join(parts)}</div>")
-            out.append(f"<h3>{esc(head)}</h3><div class='pair'>{''.join(cols)}</div>")
+            shown = self.heads.label(sqrt.name) or head
+            out.append(
+                f"<h3>{esc(shown)}: <code>{esc(head)}</code></h3>"
+                f"<div class='pair'>{''.join(cols)}</div>"
+            )
         return "".join(out)
 
     def attention_section(self, steps) -> str:
@@ -326,23 +399,26 @@ class _Page:
             return ""
         sites = list(dict.fromkeys((m.site, m.kind) for m in maps))
         options = "".join(
-            f'<option value="{esc(site)}">{esc(site or "article heads")} · {esc(kind)}</option>'
+            f'<option value="{esc(site)}">{esc(site or ARTICLE_HEADS)} · {esc(kind)}</option>'
             for site, kind in sites
         )
+        counted = " Heads are counted from 0." if any(m.head is not None for m in maps) else ""
         figures = []
         for n, m in enumerate(maps):
             rows, cols = self.labels(m.step)
             body = self.matrix(self.key[id(m.step)], m.step.values, rows, cols, attention=True)
+            named = self.heads.label(m.step.name)
             figures.append(
                 f'<figure class="att" data-site="{esc(m.site)}" '
                 f'data-layer="{"" if m.layer is None else m.layer}" '
                 f'data-head="{"" if m.head is None else m.head}" data-name="{esc(m.step.name)}"'
                 f"{'' if n == 0 else ' hidden'}><figcaption><code>{esc(m.step.name)}</code> "
-                f"{esc(m.kind)} · {dims(m.step.shape)}</figcaption>{body}</figure>"
+                f"{esc(m.kind)} · {dims(m.step.shape)}{' · ' + esc(named) if named else ''}"
+                f"</figcaption>{body}</figure>"
             )
         return (
             "<p>Row i shows how much token i (the query) takes from each token j (the key); "
-            "every row sums to 1. Choose a map:</p>"
+            f"every row sums to 1.{counted} Choose a map:</p>"
             '<div class="picker"><label>attention <select class="pick-site">'
             f"{options}</select></label>"
             '<label>layer <select class="pick-layer"></select></label>'
@@ -356,13 +432,14 @@ class _Page:
         stepwise = [s for s in steps if re.fullmatch(r"generate\.step\d+\.probs", s.name)]
         if stepwise:
             ids = names.get("generate.output_ids")
-            words = ids.cols if ids is not None else None
+            words = self.readable(ids.cols) if ids is not None else None
             out = []
             for s in stepwise:
                 n = int(s.name.split(".")[1][len("step") :])
                 read = words[: n + 1] if words else []
                 chosen = words[n + 1] if words and n + 1 < len(words) else None
-                out.append(decode_step(f"step {n}", read, s.values, s.cols or self.vocab, chosen))
+                labels = self.readable(s.cols) or self.vocab
+                out.append(decode_step(f"step {n}", read, s.values, labels, chosen))
             told = f"<p class='note'>{esc(ids.note)}</p>" if ids is not None and ids.note else ""
             return told + "".join(out)
         if generation is not None:
@@ -371,7 +448,7 @@ class _Page:
         if not probs:
             return ""
         s = probs[-1]
-        labels = self.vocab or s.cols
+        labels = self.vocab or self.readable(s.cols)
         if s.values.ndim == 1:
             return decode_step("prediction", [], s.values, labels, None)
         rows, _ = self.labels(s)
@@ -428,25 +505,31 @@ class _Page:
     def every_step(self, steps) -> str:
         labels = self.trace.labels
         stacks = [k for k in ("encoder", "decoder") if k in labels] or list(labels)[:1]
-        chips = "".join(f"<p><b>{esc(k)}</b> tokens: {token_chips(labels[k])}</p>" for k in stacks)
-        groups: list[tuple[str, list[Step]]] = []
-        for s in steps:
-            g = group_of(s.name)
-            if groups and groups[-1][0] == g:
-                groups[-1][1].append(s)
-            else:
-                groups.append((g, [s]))
-        open_all = len(steps) <= 150
-        body = "".join(
-            f"<details class='group'{' open' if open_all or n == 0 else ''}><summary>"
-            f"<code>{esc(g)}</code> <span class='shape'>{len(ss)} step{'s' * (len(ss) > 1)}"
-            "</span></summary>"
-            f"{''.join(self.card(s) for s in ss)}</details>"
-            for n, (g, ss) in enumerate(groups)
+        chips = "".join(
+            f"<p><b>{esc(k)}</b> tokens: {token_chips(self.readable(labels[k]))}</p>"
+            for k in stacks
         )
+        open_all = len(steps) <= 150
         return (
             f"{chips}<p class='shape'>Shapes: {LEGEND}.</p>"
             "<p><button type='button' class='open-all'>expand all</button> "
             "<button type='button' class='close-all'>collapse all</button></p>"
-            f"{body}"
+            f"{self.groups(group_steps(steps), open_all, top=True)}"
         )
+
+    def groups(self, items, open_all: bool, top: bool = False) -> str:
+        """Steps and nested groups: each group's header once, its step count beside it; all
+        open in a small trace, only the outermost in a big one."""
+        out = []
+        for x in items:
+            if not isinstance(x, Group):
+                out.append(self.card(x))
+                continue
+            n, head = x.count(), self.heads.label(x.key + ".")
+            head = f' <span class="head-no">{esc(head)}</span>' if head else ""
+            out.append(
+                f"<details class='group'{' open' if open_all or top else ''}><summary>"
+                f"<code>{esc(x.key)}</code>{head} <span class='shape'>{n} step{'s' * (n > 1)}"
+                f"</span></summary>{self.groups(x.items, open_all)}</details>"
+            )
+        return "".join(out)

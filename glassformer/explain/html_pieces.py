@@ -1,8 +1,9 @@
 """Pieces of the HTML report, each a pure function from values to an HTML string (or to a
-heatmap's embedded data): escaped text, labelled numeric tables tinted by value, heatmap data
-(float16, base64) and its downsampling, token chips, one decoding step's top tokens, the
-overflow plot as SVG. The page that puts them together is `html.py`; `rgb` here and `rgb` in
-`assets/report.js` are the same colour scale.
+heatmap's embedded data): escaped text, labelled numeric tables tinted by value (masked scores
+hatched, as −∞), heatmap data (float16, base64; a masked score is −∞ there too) and its
+downsampling, token chips, one decoding step's top tokens, the overflow plot as SVG. The page
+that puts them together is `html.py`; `rgb` here and `rgb` in `assets/report.js` are the same
+colour scale.
 """
 
 from __future__ import annotations
@@ -52,15 +53,6 @@ def shape_text(s: Step) -> str:
     return f"shape {dims(s.shape)}{sym}"
 
 
-def group_of(name: str) -> str:
-    """The block a step belongs to (`encoder.0`, `model.step3.decoder.1`) or its name's start."""
-    parts = name.split(".")
-    for i, p in enumerate(parts[:-1]):
-        if p.isdigit() and i > 0 and parts[i - 1] in ("encoder", "decoder"):
-            return ".".join(parts[: i + 1])
-    return ".".join(parts[:2]) if len(parts) >= 3 else parts[0]
-
-
 def rgb(t: float, seq: bool) -> tuple[int, int, int]:
     """White to blue for weights in [0, 1]; blue (-1) to white (0) to red (+1) otherwise."""
     if np.isnan(t):
@@ -71,17 +63,22 @@ def rgb(t: float, seq: bool) -> tuple[int, int, int]:
     return tuple(round(255 + (c - 255) * a) for c in end)
 
 
-def table(values, rows=None, cols=None) -> str:
-    """A labelled numeric table; cells tinted by value, the exact value in each title."""
+def table(values, rows=None, cols=None, masked=None) -> str:
+    """A labelled numeric table; cells tinted by value, the exact value in each title. `masked`
+    (bool, the shape of `values`) marks scores that the mask set to −∞ before the softmax."""
     v = np.asarray(values)
     if v.ndim == 0:
         v, rows, cols = v.reshape(1, 1), None, None
     elif v.ndim == 1:
         v, rows = v[None, :], None
     f = v.astype(np.float64)
-    finite = np.abs(f[np.isfinite(f)])
+    hidden = (
+        np.zeros(f.shape, bool) if masked is None else np.asarray(masked, bool).reshape(f.shape)
+    )
+    shown = f[~hidden]
+    finite = np.abs(shown[np.isfinite(shown)])
     scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    seq = bool(finite.size) and bool(np.nanmin(np.where(np.isinf(f), 0, f)) >= 0)
+    seq = bool(finite.size) and bool(np.nanmin(np.where(np.isinf(shown), 0, shown)) >= 0)
     head = ""
     if cols is not None:
         corner = "<th></th>" if rows is not None else ""
@@ -89,7 +86,13 @@ def table(values, rows=None, cols=None) -> str:
     body = []
     for i, row in enumerate(v):
         cells = []
-        for x, fx in zip(row, f[i], strict=True):
+        for j, (x, fx) in enumerate(zip(row, f[i], strict=True)):
+            if hidden[i, j]:
+                cells.append(
+                    f'<td class="masked" title="masked: set to −∞ before the softmax '
+                    f'(computed {fx:.12g})">−∞</td>'
+                )
+                continue
             t = fx / scale if np.isfinite(fx) else (np.nan if np.isnan(fx) else np.sign(fx))
             r, g, b = rgb(t, seq)
             dark = " class='dark'" if abs(t) > 0.55 else ""
@@ -102,18 +105,22 @@ def table(values, rows=None, cols=None) -> str:
     return f'<table class="mat">{head}{"".join(body)}</table>'
 
 
-def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool) -> dict:
-    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64."""
+def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool, masked=None) -> dict:
+    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64. A
+    masked score (`masked` True) is −∞, drawn hatched; "masked" says the map has them."""
     v = np.asarray(v, dtype=np.float64)
     v = v[None, :] if v.ndim == 1 else v.reshape(-1, v.shape[-1])
+    hidden = None if masked is None else np.asarray(masked, bool).reshape(v.shape)
     if shrunk:
-        v, rows, cols = downsample(v, rows, cols)
+        v, rows, cols, hidden = downsample(v, rows, cols, hidden)
+    if hidden is not None:
+        v = np.where(hidden, -np.inf, v)
     finite = np.abs(v[np.isfinite(v)])
     scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     seq = bool(finite.size) and bool(v[np.isfinite(v)].min() >= 0)
     with np.errstate(over="ignore", invalid="ignore"):
         half = (v / scale).astype("<f2")
-    return {
+    data = {
         "shape": list(v.shape),
         "scale": scale,
         "seq": seq,
@@ -121,10 +128,14 @@ def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool) -> dict:
         "cols": cols,
         "f16": base64.b64encode(half.tobytes()).decode("ascii"),
     }
+    if hidden is not None and hidden.any():
+        data["masked"] = True
+    return data
 
 
-def downsample(v: np.ndarray, rows, cols):
-    """Block means down to at most SHRUNK_SIDE rows and columns; labels become ranges."""
+def downsample(v: np.ndarray, rows, cols, hidden=None):
+    """Block means down to at most SHRUNK_SIDE rows and columns; labels become ranges. With
+    `hidden` (masked cells), a block is the mean of its unmasked cells, masked if it has none."""
 
     def bins(n: int, labels):
         starts = np.unique(np.linspace(0, n, min(n, SHRUNK_SIDE) + 1).astype(int)[:-1])
@@ -135,13 +146,21 @@ def downsample(v: np.ndarray, rows, cols):
             else str(labels[a] if labels else a)
             for a, b in zip(starts, ends, strict=True)
         ]
-        return starts, np.diff([*starts, n]), names
+        return starts, names
 
-    rs, rn, rows = bins(v.shape[0], rows)
-    cs, cn, cols = bins(v.shape[1], cols)
-    with np.errstate(invalid="ignore"):
-        sums = np.add.reduceat(np.add.reduceat(v, rs, axis=0), cs, axis=1)
-    return sums / np.outer(rn, cn), rows, cols
+    rs, rows = bins(v.shape[0], rows)
+    cs, cols = bins(v.shape[1], cols)
+    keep = np.ones(v.shape) if hidden is None else (~hidden).astype(float)
+
+    def block_sums(x):
+        return np.add.reduceat(np.add.reduceat(x, rs, axis=0), cs, axis=1)
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = block_sums(np.where(keep > 0, v, 0.0)) / block_sums(keep)
+    if hidden is None:
+        return means, rows, cols, None
+    empty = block_sums(keep) == 0
+    return np.where(empty, 0.0, means), rows, cols, empty
 
 
 def token_chips(words) -> str:

@@ -2,7 +2,8 @@
 
 Drawn with matplotlib's Agg renderer on a `Figure` of its own (no pyplot, no display, no global
 backend switch). The maps and the layer/head choice are the HTML report's (`explain.html`), so
-the PNGs and the report always show the same matrices. Returns the paths; printing is the CLI's.
+the PNGs and the report always show the same matrices, with the same readable token labels
+(`tokenizer.display`). Returns the paths; printing is the CLI's.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import SMALL
-from glassformer.explain.select import attention_maps, select_steps
+from glassformer.explain.select import attention_maps, head_of, select_steps
+from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Trace
 
 MAX_TICKS = 40  # more tokens than this: label every k-th
@@ -25,8 +27,10 @@ def write_attention_pngs(
     out_dir: str | Path,
     layers: list[int] | None = None,
     heads: list[int] | None = None,
+    token_kind: str | None = None,
 ) -> list[Path]:
-    """Write `<step name>.png` for every attention map of the chosen layers and heads."""
+    """Write `<step name>.png` for every attention map of the chosen layers and heads; token
+    labels readable for a tokenizer of `token_kind` (`tokenizer.display_kind`)."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -40,7 +44,9 @@ def write_attention_pngs(
         raise GlassformerError(f"cannot create {out}: {e.strerror}") from None
     paths = []
     for m in maps:
-        rows, cols = trace.axis_labels(m.step)
+        rows, cols = (
+            None if x is None else display_tokens(x, token_kind) for x in trace.axis_labels(m.step)
+        )
         A = np.asarray(m.step.values, dtype=np.float64)  # (queries, keys)
         n_rows, n_cols = (min(n, MAX_TICKS) for n in A.shape)
         size = (max(6.5, 2.5 + 0.3 * n_cols), max(4.0, 2.0 + 0.3 * n_rows))  # inches
@@ -57,7 +63,9 @@ def write_attention_pngs(
         _ticks(ax.set_yticks, ax.set_yticklabels, rows, A.shape[0])
         ax.set_xlabel("key (attended to)")
         ax.set_ylabel("query (attending)")
-        fig.suptitle(f"{m.step.name}\n{m.kind}", fontsize=10)
+        named = head_of(m.step.name)
+        head = f" · head {m.head} (the article's head {named})" if named != m.head else ""
+        fig.suptitle(f"{m.step.name}\n{m.kind}{head}", fontsize=10)
         fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
         path = out / (re.sub(r"[^A-Za-z0-9._-]", "_", m.step.name) + ".png")
         try:

@@ -2,8 +2,11 @@
 
 `select_steps(trace, layers, heads)` keeps the chosen blocks and heads of the model (an unknown
 one is an error that names what there is); `attention_maps(steps)` finds every attention matrix A
-with its site, layer, head and kind. Used by the HTML report, the PNG heatmaps and the CLI's
-`--layers` / `--heads`. Pure selection over step names: no HTML, no drawing, no printing.
+with its site, layer, head and kind; `HeadNumbers` counts every head from 0, as the model does
+(the article's head1 and head2 are heads 0 and 1); `group_steps` nests the steps into groups
+(a block, a head, a decoding step) so that no group's header appears twice. Used by the HTML
+report, the PNG heatmaps and the CLI's `--layers` / `--heads`. Pure selection over step names:
+no HTML, no drawing, no printing.
 """
 
 from __future__ import annotations
@@ -25,8 +28,48 @@ def layer_of(name: str) -> int | None:
 
 
 def head_of(name: str) -> int | None:
+    """The head number written in a step name (`...head1.A` -> 1), as written."""
     m = _HEAD.search(name)
     return int(m.group(1)) if m else None
+
+
+class HeadNumbers:
+    """One numbering of heads for everything shown: from 0, as the model and `--heads` count.
+
+    The model's heads (inside engine blocks) are named from 0. A family of heads outside the
+    blocks (steps sharing the name before `headN`) whose numbers start at 1 is counted from 1,
+    as the Random Transformer article names its head1 and head2: it is shown one lower.
+    """
+
+    def __init__(self, steps: list[Step]):
+        found: dict[str, set[int]] = {}
+        for s in steps:
+            head = head_of(s.name)
+            if head is not None and layer_of(s.name) is None:
+                found.setdefault(_family(s.name), set()).add(head)
+        self.from_one = {f for f, heads in found.items() if min(heads) == 1}
+
+    def shown(self, name: str) -> int | None:
+        """The head's number counted from 0 (None outside a head)."""
+        head = head_of(name)
+        if head is None:
+            return None
+        return head - 1 if _family(name) in self.from_one else head
+
+    def article(self, name: str) -> int | None:
+        """The number in the name when it is counted from 1 (the article's), else None."""
+        head = head_of(name)
+        return head if head is not None and _family(name) in self.from_one else None
+
+    def label(self, name: str) -> str:
+        """'head 0 (the article's head 1)' for a head counted from 1, else ''."""
+        n = self.article(name)
+        return f"head {n - 1} (the article's head {n})" if n is not None else ""
+
+
+def _family(name: str) -> str:
+    m = _HEAD.search(name)
+    return name[: m.start()] if m else name
 
 
 def select_steps(
@@ -81,7 +124,9 @@ class AttentionMap:
 
 
 def attention_maps(steps: list[Step]) -> list[AttentionMap]:
-    """Every 2-d step named `...A`: encoder self-, decoder masked self- and cross-attention."""
+    """Every 2-d step named `...A`: encoder self-, decoder masked self- and cross-attention.
+    `head` is counted from 0 (`HeadNumbers`)."""
+    heads = HeadNumbers(steps)
     maps = []
     for s in steps:
         parts = s.name.split(".")
@@ -94,7 +139,7 @@ def attention_maps(steps: list[Step]) -> list[AttentionMap]:
             and not (p.isdigit() and i > 0 and parts[i - 1] in ("encoder", "decoder"))
         ]
         maps.append(
-            AttentionMap(s, ".".join(site), layer_of(s.name), head_of(s.name), _kind(parts))
+            AttentionMap(s, ".".join(site), layer_of(s.name), heads.shown(s.name), _kind(parts))
         )
     return maps
 
@@ -107,3 +152,65 @@ def _kind(parts: list[str]) -> str:
     if "encoder" in parts:
         return "self-attention (encoder)"
     return "causal self-attention" if "causal" in parts else "self-attention"
+
+
+# -- groups of steps for the report's step list --------------------------------------------------
+
+
+@dataclass
+class Group:
+    """Consecutive steps under one name prefix (`key`); items are steps and nested groups."""
+
+    key: str
+    items: list
+
+    def count(self) -> int:
+        return sum(x.count() if isinstance(x, Group) else 1 for x in self.items)
+
+
+def group_steps(steps: list[Step], prefix: tuple[str, ...] = ()) -> list:
+    """Steps nested by name prefix, in order: each run of steps under one prefix is a `Group`
+    (inside it, runs under longer prefixes), down to an engine block or a head, whose steps are
+    listed flat. A lone step between two runs of one prefix joins them (`W_O` between the
+    `div30` steps, `generate.step0.probs` between the decoding steps of `model`), so no header
+    appears twice in a row of groups; a group holding only one group is that group."""
+    runs: list[tuple[str | None, list[Step]]] = []
+    for s in steps:
+        parts = s.name.split(".")
+        inside = tuple(parts[: len(prefix)]) == prefix and len(parts) > len(prefix) + 1
+        key = ".".join(parts[: len(prefix) + 1]) if inside else None
+        if runs and key is not None and runs[-1][0] == key:
+            runs[-1][1].append(s)
+        else:
+            runs.append((key, [s]))
+    merged: list[tuple[str | None, list[Step]]] = []
+    for key, run in runs:
+        if (
+            len(merged) >= 2
+            and key is not None
+            and merged[-2][0] == key
+            and len(merged[-1][1]) == 1
+            and merged[-1][0] != key
+        ):
+            lone = merged.pop()[1]
+            merged[-1][1].extend(lone + run)
+        else:
+            merged.append((key, run))
+    out: list = []
+    for key, run in merged:
+        if key is None or len(run) == 1:
+            out.extend(run)
+            continue
+        parts = tuple(key.split("."))
+        if _is_block(parts) or re.fullmatch(r"head\d+", parts[-1]):
+            out.append(Group(key, list(run)))
+            continue
+        items = group_steps(run, parts)
+        out.append(
+            items[0] if len(items) == 1 and isinstance(items[0], Group) else Group(key, items)
+        )
+    return out
+
+
+def _is_block(parts: tuple[str, ...]) -> bool:
+    return len(parts) >= 2 and parts[-1].isdigit() and parts[-2] in ("encoder", "decoder")

@@ -7,12 +7,14 @@
 
 Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x `max_cols`; a
 tensor of 3 or more axes is shown as its matrices over the last two axes, each under its index.
+Token labels are shown readable (`tokenizer.display`: a space is ␣, a newline ⏎).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Step, Trace
 
 
@@ -87,13 +89,23 @@ def render_step(step: Step, rows=None, cols=None, **kw) -> str:
     return f"{title}{note}\n{_indent(body)}"
 
 
-def render(trace: Trace, only: str | None = None, narrated: bool = False, **kw) -> str:
+def render(
+    trace: Trace,
+    only: str | None = None,
+    narrated: bool = False,
+    token_kind: str | None = None,
+    **kw,
+) -> str:
     """Every step (or those whose name contains `only`, or only the narrated steps: those with a
-    note), separated by blank lines."""
+    note), separated by blank lines; token labels readable for a tokenizer of `token_kind`."""
     steps = [
         s for s in trace.steps if (only is None or only in s.name) and (not narrated or s.note)
     ]
-    return "\n\n".join(render_step(s, *trace.axis_labels(s), **kw) for s in steps)
+
+    def labels(s: Step):
+        return [None if x is None else display_tokens(x, token_kind) for x in trace.axis_labels(s)]
+
+    return "\n\n".join(render_step(s, *labels(s), **kw) for s in steps)
 
 
 def _indent(text: str, pad: str = "    ") -> str:

@@ -14,7 +14,9 @@ padding, truncation and batching (those belong to `data.py`). Tokenizers are tre
 as immutable: build a new one rather than editing `vocab` in place.
 
 This package is the public face: `base.py` holds the interface and the word and character
-tokenizers, `bpe.py` the ones built on `tokenizers`; reading and writing the JSON are here.
+tokenizers, `bpe.py` the ones built on `tokenizers`, `display.py` the readable form of a piece
+(`display_token`: ␣ for a space, byte-level pieces decoded); reading and writing the JSON are
+here.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from glassformer.tokenizer.base import (
     WordTokenizer,
 )
 from glassformer.tokenizer.bpe import BPETokenizer, HFTokenizer, MetaspaceBPETokenizer
+from glassformer.tokenizer.display import display_kind, display_token
 
 __all__ = [
     "DEFAULT_SPECIALS",
@@ -44,6 +47,8 @@ __all__ = [
     "Tokenizer",
     "WordTokenizer",
     "article_tokenizer",
+    "display_kind",
+    "display_token",
     "from_json",
     "load",
     "save",

@@ -112,10 +112,10 @@ def _article_part(t) -> np.ndarray:
             f"{h}.WQ",
             WQ,
             "Wq (d x c = 4 x 3), the article's hand-written matrix",
-            note=f"{h}: its own query, key and value matrices.",
+            note="Each head has its own query, key and value matrices; this is its query matrix.",
         )
-        t(f"{h}.WK", WK, "Wk (4 x 3)")
-        t(f"{h}.WV", WV, "Wv (4 x 3)")
+        t(f"{h}.WK", WK, "Wk (4 x 3)", note="Its key matrix.")
+        t(f"{h}.WV", WV, "Wv (4 x 3)", note="Its value matrix.")
         # The engine stores weights (out, in): X·Wq is linear(X, Wq.T).
         Q = t(f"{h}.Q", R.linear(E, WQ.T), "Q = E·Wq", rows=TOKENS, note="Queries.")
         K = t(f"{h}.K", R.linear(E, WK.T), "K = E·Wk", rows=TOKENS, note="Keys.")

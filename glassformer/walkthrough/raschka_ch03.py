@@ -84,8 +84,8 @@ def self_attention() -> Trace:
             "Wq (d x c = 3 x 2), torch.manual_seed(123), torch.rand",
             note="Trainable attention: three weight matrices project d = 3 to c = 2.",
         )
-        t("trainable.W_key", Wk, "Wk (3 x 2)")
-        t("trainable.W_value", Wv, "Wv (3 x 2)")
+        t("trainable.W_key", Wk, "Wk (3 x 2)", note="The key matrix.")
+        t("trainable.W_value", Wv, "Wv (3 x 2)", note="The value matrix.")
         q2 = t("trainable.query_2", x2 @ Wq, "q_2 = x_2·Wq", note="The query of 'journey'.")
         keys = t("trainable.keys", X @ Wk, "K = X·Wk", rows=words, note="All keys.")
         values = t("trainable.values", X @ Wv, "V = X·Wv", rows=words, note="All values.")
