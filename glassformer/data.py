@@ -64,12 +64,21 @@ def resolve(name_or_path: str | Path) -> Path:
 def read_text(name_or_path: str | Path) -> str:
     """The UTF-8 text of a corpus; gzip is undone, a leading BOM dropped and CRLF/CR read as LF
     (as Python's text mode does). A binary, non-UTF-8, empty or blank file raises DataError."""
-    path = resolve(name_or_path)
+    return read_file(resolve(name_or_path))
+
+
+def read_file(path: str | Path) -> str:
+    """`read_text` of a file path (no shipped corpus names): what users give with --input."""
+    path = Path(path)
+    if path.is_dir():
+        raise DataError(f"{path} is a directory; give a text file")
     try:
         raw = path.read_bytes()
         if path.suffix == ".gz" or raw.startswith(_GZIP_MAGIC):
             raw = gzip.decompress(raw)
-    except (OSError, EOFError, zlib.error) as e:
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror or e}); check the path") from None
+    except (EOFError, zlib.error) as e:
         raise DataError(f"{path}: cannot read ({e}); give a readable UTF-8 or gzip file") from None
     if (nul := raw.find(b"\0")) >= 0:
         raise DataError(
@@ -84,9 +93,10 @@ def read_text(name_or_path: str | Path) -> str:
         ) from None
     if not text:
         raise DataError(f"{path}: empty file; give a file with text in it")
-    if not text.strip():
+    if not text.removeprefix("\ufeff").strip():
         raise DataError(
-            f"{path}: only whitespace ({len(text.splitlines())} lines); give a file with text"
+            f"{path} is empty: only whitespace ({len(text.splitlines())} lines); give a file "
+            "with text"
         )
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 

@@ -17,11 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import hf
+from glassformer import files, hf
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError, TokenizerError
 
 CONFIG_FILE = "config.json"
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
 
 @dataclass
@@ -38,12 +39,31 @@ class Imported:
 
 def _read_config(folder: Path) -> dict:
     try:
-        data = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{folder / CONFIG_FILE} is unreadable ({e})") from None
+        data = files.read_json(files.inside(folder, folder / CONFIG_FILE))
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
     if not isinstance(data, dict):
         raise CheckpointError(f"{folder / CONFIG_FILE} is not a JSON object")
     return data
+
+
+# Hugging Face config fields that must be positive integers where a family uses them.
+_SIZES = (
+    "vocab_size n_embd n_head n_layer n_positions hidden_size num_attention_heads "
+    "num_hidden_layers intermediate_size max_position_embeddings d_model encoder_layers "
+    "decoder_layers encoder_attention_heads decoder_attention_heads encoder_ffn_dim "
+    "decoder_ffn_dim"
+).split()
+
+
+def _check_sizes(folder: Path, d: dict) -> None:
+    """Sizes in config.json are positive integers, named as the folder names them."""
+    for key in _SIZES:
+        value = d.get(key)
+        if key in d and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise CheckpointError(
+                f"{folder / CONFIG_FILE}: {key} must be a positive integer, got {value!r}"
+            )
 
 
 def is_hf_folder(path: str | Path) -> bool:
@@ -78,19 +98,28 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    files = [folder / "model.safetensors"]
+    weight_files = [folder / "model.safetensors"]
     index = folder / "model.safetensors.index.json"
     if index.is_file():
         try:
-            shards = sorted(
-                set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            shards = sorted(set(files.read_json(index)["weight_map"].values()))
+        except GlassformerError as e:
+            raise CheckpointError(str(e)) from None
+        except (KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{index} is unreadable ({e})") from None
-        files = [folder / s for s in shards]
-    if all(f.is_file() for f in files):
+        for s in shards:
+            if not isinstance(s, str) or Path(s).is_absolute() or ".." in Path(s).parts:
+                raise CheckpointError(
+                    f"{index} names the shard {s!r}: shards must be file names inside the folder"
+                )
+        weight_files = [folder / s for s in shards]
+    if all(f.is_file() for f in weight_files):
         state = {}
-        for f in files:
+        for f in weight_files:
+            try:
+                files.inside(folder, f)
+            except GlassformerError as e:
+                raise CheckpointError(f"{e}: shards must lie inside the folder") from None
             try:
                 state |= load_file(str(f))
             except (SafetensorError, OSError, ValueError, TypeError) as e:
@@ -145,18 +174,26 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
     folder = Path(folder)
     d = _read_config(folder)
     family = d.get("model_type")
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise CheckpointError(
             f"{folder}: model_type {family!r} is not supported; glassformer imports "
             f"{', '.join(FAMILIES)} (BERT-family encoders such as MiniLM are 'bert')"
         )
     make_config, convert, left_out = FAMILIES[family]
+    _check_sizes(folder, d)
     try:
         cfg = make_config(d)
     except KeyError as e:
         raise CheckpointError(f"{folder / CONFIG_FILE} lacks the field {e.args[0]!r}") from None
     except GlassformerError as e:
         raise CheckpointError(f"{folder / CONFIG_FILE}: {e}") from None
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(
+            f"{folder / CONFIG_FILE} has a field of the wrong type ({e})"
+        ) from None
+    from glassformer.weights import check_fits
+
+    check_fits(cfg, where=str(folder))
     state = read_state(folder)
     skipped = left_out(state)
     params = convert(state, cfg)
@@ -166,6 +203,8 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
     try:
         tok = HFTokenizer.from_files(folder)
     except TokenizerError as e:
+        if any((folder / f).exists() for f in TOKENIZER_FILES):
+            raise CheckpointError(str(e)) from None  # a tokenizer is there but unusable
         tok = None
         notes.append(f"no tokenizer: {e}")
     if tok is not None and tok.vocab_size > cfg.vocab_size:

@@ -322,7 +322,7 @@ def classify(p: Params, cfg: Config, ids, valid=None):
         raise ValueError("classify() needs arch='encoder' with n_classes > 0")
     H = encode(p, cfg, ids, valid)  # (S, C)
     keep = np.ones(len(ids), bool) if valid is None else np.asarray(valid, bool)
-    pooled = tap("pooled", H[keep].mean(axis=0))  # (C,)
+    pooled = tap("pooled", H[keep].sum(axis=0) / max(int(keep.sum()), 1))  # (C,); none: zeros
     logits = tap("logits", linear(pooled, p["classifier.weight"], p.get("classifier.bias")))
     tap("probs", softmax(logits))
     return logits

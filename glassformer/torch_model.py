@@ -420,7 +420,8 @@ class Transformer(nn.Module):
             if not cfg.n_classes:
                 return H
             keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
-            pooled = _tap("pooled", (H * keep[..., None]).sum(1) / keep.sum(1, keepdim=True))
+            count = keep.sum(1, keepdim=True).clamp(min=1)  # no real token: pooled is zeros
+            pooled = _tap("pooled", (H * keep[..., None]).sum(1) / count)
             logits = _tap("logits", self.classifier(pooled))  # (B, n_classes)
             _tap("probs", torch.softmax(logits, -1))
             return logits

@@ -14,10 +14,7 @@ This module reports through a callback and never prints; the CLI draws the progr
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
-import io
-import json
 import math
 import os
 import random
@@ -33,16 +30,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from glassformer import weights
+from glassformer import files, weights
+from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError, Interrupted
 from glassformer.tasks import Task, _next_batch, batch_loss, default_evaluate
 from glassformer.torch_model import Transformer, from_params, to_params
-
-STATE_FILE = "training_state.pt"
-TRAIN_CONFIG_FILE = "train_config.json"
-LOG_FILE = "log.csv"
-PLOT_FILE = "loss.png"
 
 
 @dataclass(frozen=True)
@@ -104,6 +97,23 @@ class TrainConfig:
 
     def override(self, *assignments: str) -> TrainConfig:
         return dataclasses.replace(self, **parse_assignments(TrainConfig, assignments))
+
+
+def saved_train_config(out: str | Path) -> TrainConfig:
+    """The TrainConfig a training checkpoint was made with (its train_config.json), checked."""
+    out = Path(out)
+    path = out / TRAIN_CONFIG_FILE
+    if not path.is_file():
+        raise CheckpointError(f"{out} has no {TRAIN_CONFIG_FILE}: it is not a training checkpoint")
+    data = files.read_json(files.inside(out, path))
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    if not isinstance(data, dict) or set(data) - known:
+        extra = sorted(set(data) - known) if isinstance(data, dict) else "not a JSON object"
+        raise CheckpointError(f"{path}: unexpected content ({extra}); restore the file")
+    try:
+        return TrainConfig(**data)
+    except ConfigError as e:
+        raise CheckpointError(f"{path}: {e}") from None
 
 
 # Each task's training recipe: TrainConfig values that `glassformer train TASK` starts from
@@ -259,7 +269,7 @@ def train(
     )
     step, rows, snapshots = 0, [], {}
     if resume:
-        step, rows = _restore(out, cfg, model, opt, task)
+        step, rows = restore(out, cfg, model, opt, task)
         kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
         snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
     elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs
@@ -386,107 +396,3 @@ def _shard(batch: dict, rank: int, world: int):
         raise ConfigError(f"the global batch of {n} rows does not split over {world} processes")
     per = n // world
     return slice(rank * per, (rank + 1) * per)
-
-
-# -- checkpoints --------------------------------------------------------------------------------
-
-
-def save_checkpoint(
-    out: Path,
-    cfg: Config,
-    tcfg: TrainConfig,
-    model,
-    opt,
-    task: Task,
-    step: int,
-    rows: list[dict],
-    snapshots: dict[int, dict] | None = None,
-) -> None:
-    """Model + tokenizer + training state + logs (+ the kept weight snapshots), as one
-    atomically replaced directory."""
-    state = {
-        "step": step,
-        "optimizer": opt.state_dict(),
-        "torch_rng": torch.get_rng_state(),
-        "python_rng": list(random.getstate()[1]),
-        "data": json.dumps(task.train.state()),
-        "log": json.dumps(rows),
-    }
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    extra = {
-        STATE_FILE: buf.getvalue(),
-        TRAIN_CONFIG_FILE: json.dumps(dataclasses.asdict(tcfg), indent=2).encode(),
-        LOG_FILE: _csv(rows),
-    }
-    png = _plot(rows)
-    if png:
-        extra[PLOT_FILE] = png
-    weights.save(
-        out,
-        cfg,
-        to_params(model),
-        tokenizer=task.tokenizer,
-        dtype="float32",
-        extra=extra,
-        snapshots=snapshots,
-    )
-
-
-def _restore(out: Path, cfg: Config, model, opt, task: Task) -> tuple[int, list[dict]]:
-    saved_cfg, params, _ = weights.load(out)
-    if saved_cfg != cfg:
-        raise CheckpointError(
-            f"{out} was trained with a different config; resume with the same "
-            "--preset/--set, or start a new output directory"
-        )
-    path = out / STATE_FILE
-    if not path.is_file():
-        raise CheckpointError(f"{out} has no {STATE_FILE}: it is not a training checkpoint")
-    try:
-        state = torch.load(path, weights_only=True)  # never unpickle arbitrary objects
-    except Exception as e:  # noqa: BLE001 - any unreadable state is one clear error
-        raise CheckpointError(f"{path} is unreadable ({type(e).__name__}); restore it") from None
-    with torch.no_grad():
-        for name, p in model.state_dict().items():
-            p.copy_(torch.as_tensor(params[name]))
-    opt.load_state_dict(state["optimizer"])
-    torch.set_rng_state(state["torch_rng"])
-    py = random.getstate()
-    random.setstate((py[0], tuple(state["python_rng"]), py[2]))
-    task.train.set_state(json.loads(state["data"]))
-    return int(state["step"]), json.loads(state["log"])
-
-
-def _csv(rows: list[dict]) -> bytes:
-    keys = sorted({k for r in rows for k in r}, key=lambda k: (k != "step", k))
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=keys)
-    w.writeheader()
-    w.writerows(rows)
-    return buf.getvalue().encode()
-
-
-def _plot(rows: list[dict]) -> bytes | None:
-    """Training and validation loss against step, as PNG bytes (None without matplotlib)."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
-    ax.plot([r["step"] for r in rows], [r["loss"] for r in rows], lw=0.8, label="train loss")
-    ev = [r for r in rows if "val_loss" in r]
-    if ev:
-        ax.plot([r["step"] for r in ev], [r["val_loss"] for r in ev], "o-", label="val loss")
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats)")
-    ax.grid(alpha=0.3)
-    ax.legend()
-    buf = io.BytesIO()
-    fig.tight_layout()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()

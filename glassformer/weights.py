@@ -215,6 +215,15 @@ def save(
 
 
 def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
+    """The tensors in `dtype`; a value beyond the dtype's range is refused, never stored as inf."""
+    limit = float(np.finfo(dtype).max)
+    for name in spec(cfg):
+        largest = float(np.max(np.abs(params[name]))) if params[name].size else 0.0
+        if largest > limit:
+            raise GlassformerError(
+                f"cannot store {name!r} as {dtype}: its largest value {largest:.4g} is beyond "
+                f"{dtype}'s {limit:.6g}; save it as float32 (or float64)"
+            )
     return {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
 
 

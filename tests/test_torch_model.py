@@ -209,3 +209,20 @@ def test_batched_beam_scoring_equals_one_at_a_time(cfg):
     )
     assert many.ids == one.ids
     assert many.best.logprob == pytest.approx(one.best.logprob, abs=1e-4)
+
+
+def test_a_fully_masked_input_pools_to_zeros_in_both_engines():
+    """A classifier input whose every token is padding: pooled = 0 (the head's bias), not NaN."""
+    from glassformer import reference as R
+    from glassformer import weights
+    from glassformer.torch_model import from_params
+
+    cfg = ENC
+    p = weights.init(cfg, seed=3, std=0.3)
+    p["classifier.bias"] = np.arange(cfg.n_classes, dtype=np.float64)
+    model = from_params(cfg, p)
+    with torch.no_grad():
+        logits = model(torch.tensor([[5, 6, 7]]), valid=torch.zeros(1, 3, dtype=torch.bool))
+    ref = R.classify(p, cfg, [5, 6, 7], valid=np.zeros(3, bool))
+    np.testing.assert_array_equal(logits[0].numpy(), p["classifier.bias"])
+    np.testing.assert_array_equal(ref, p["classifier.bias"])

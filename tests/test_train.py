@@ -358,7 +358,8 @@ def test_cli_translate_and_classify(capsys, corpora, tmp_path):
     assert code == 0 and len(out.splitlines()) == 2  # one line per sentence, even if empty
     (tmp_path / "in.txt").write_text("Hello.\n\nGood night.\n")
     code, out, _ = run(capsys, "translate", ck, "--input", tmp_path / "in.txt", "--beam", "1")
-    assert code == 0 and len(out.splitlines()) == 2  # one line per sentence, even if empty
+    assert code == 0 and len(out.splitlines()) == 3  # one line per input line, blank ones too
+    assert out.splitlines()[1] == ""
     code, out, _ = run(
         capsys, "eval", ck, "--data", corpora / "valid.tsv", "--limit", "10", "--beam", "1"
     )

@@ -11,7 +11,18 @@ from pathlib import Path
 import numpy as np
 
 from glassformer import inference, loading, weights
-from glassformer.cli.common import SEED, config_args, encode, load_model, read_text, real
+from glassformer.cli.common import (
+    SEED,
+    config_args,
+    encode,
+    integer,
+    load_model,
+    not_onto_itself,
+    output_folder,
+    overwrite_arg,
+    read_text,
+    real,
+)
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
 
@@ -47,6 +58,7 @@ def add_parsers(sub) -> None:
         default=0.02,
         help="weight std (default 0.02)",
     )
+    overwrite_arg(i)
     i.set_defaults(func=cmd_init)
 
     ex = sub.add_parser(
@@ -60,10 +72,11 @@ def add_parsers(sub) -> None:
     ex.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float16")
     ex.add_argument(
         "--average",
-        type=int,
+        type=integer("--average", 1, says="at least 1"),
         metavar="K",
         help="export the mean of the last K weight snapshots (train with keep_snapshots=K)",
     )
+    overwrite_arg(ex)
     ex.set_defaults(func=cmd_export)
 
     ih = sub.add_parser(
@@ -77,6 +90,7 @@ def add_parsers(sub) -> None:
     ih.add_argument("hf_dir")
     ih.add_argument("out")
     ih.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float32")
+    overwrite_arg(ih)
     ih.set_defaults(func=cmd_import_hf)
 
     xh = sub.add_parser(
@@ -87,6 +101,7 @@ def add_parsers(sub) -> None:
     )
     xh.add_argument("checkpoint")
     xh.add_argument("out")
+    overwrite_arg(xh)
     xh.set_defaults(func=cmd_export_hf)
 
     em = sub.add_parser(
@@ -117,7 +132,9 @@ def cmd_config(args) -> int:
 def cmd_init(args) -> int:
     from glassformer import tokenizer as tk
 
+    output_folder(args.out, args.overwrite)
     cfg = preset(args.preset).override(*args.overrides)
+    weights.check_fits(cfg)
     if args.tokenizer == "article":
         tok = tk.article_tokenizer()
     else:
@@ -140,6 +157,8 @@ def cmd_init(args) -> int:
 
 
 def cmd_export(args) -> int:
+    not_onto_itself(args.checkpoint, args.out)
+    output_folder(args.out, args.overwrite)
     cfg, params, tok = loading.load(args.checkpoint)
     if args.average is not None:
         params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
@@ -161,6 +180,8 @@ def cmd_import_hf(args) -> int:
             f"{args.hf_dir} is not a Hugging Face model folder (no config.json with a "
             "model_type); give the folder save_pretrained wrote"
         )
+    not_onto_itself(args.hf_dir, args.out)
+    output_folder(args.out, args.overwrite)
     imp = hf_dir.load(args.hf_dir)
     weights.save(args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype)
     print(
@@ -177,6 +198,8 @@ def cmd_import_hf(args) -> int:
 def cmd_export_hf(args) -> int:
     from glassformer import hf_dir
 
+    not_onto_itself(args.checkpoint, args.out)
+    output_folder(args.out, args.overwrite)
     cfg, params, tok = loading.load(args.checkpoint)
     family, out = hf_dir.export(args.out, cfg, params, tok)
     print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")

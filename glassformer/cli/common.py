@@ -10,11 +10,12 @@ import argparse
 import json
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
-from glassformer import inference, loading, weights
+from glassformer import files, inference, loading, weights
 from glassformer.config import PRESETS
 from glassformer.errors import GlassformerError, Interrupted
 
@@ -25,7 +26,8 @@ def run(args) -> int:
     """Run the parsed command: a user error is one line on stderr and exit status 2, never a
     traceback; Ctrl-C is one line and 130; a closed pipe (`glassformer ... | head`) is success."""
     try:
-        return args.func(args) or 0
+        with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
+            return args.func(args) or 0
     except GlassformerError as e:
         print(f"glassformer: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -110,6 +112,15 @@ def report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--heads", metavar="LIST", help="only these attention heads, counted from 0, e.g. 0"
     )
+    overwrite_arg(p)
+
+
+def check_report_outputs(args) -> None:
+    """Before any work: --html, --json and --png may be written (nothing replaced unasked)."""
+    output_file(args.html, args.overwrite)
+    output_file(args.json, args.overwrite)
+    if args.png:
+        output_folder(args.png, args.overwrite)
 
 
 def decoding_args(p: argparse.ArgumentParser) -> None:
@@ -212,11 +223,20 @@ def encode(tok, text: str, cfg, room: int = 0) -> list[int]:
     return ids
 
 
-def run_decoding(args, step, prompt: list[int], tok, cfg):
-    """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult."""
+def run_decoding(args, step, prompt: list[int], tok, cfg, params, src=None):
+    """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult.
+    Non-finite logits stop it with one line naming where they start."""
+    from glassformer import numerics
+
     max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
     if max_new < 1:
         raise GlassformerError("--max-new-tokens must be at least 1")
+    if args.strategy == "beam" and args.beam_width > cfg.vocab_size:
+        raise GlassformerError(
+            f"--beam-width {args.beam_width} is more than the vocabulary ({cfg.vocab_size} "
+            "tokens); use at most the vocabulary size"
+        )
+    step = numerics.checked(step, params, cfg, len(prompt), src)
     return inference.run_decoding(
         step,
         prompt,
@@ -237,18 +257,76 @@ def run_decoding(args, step, prompt: list[int], tok, cfg):
 
 
 def read_text(path: str) -> str:
+    """A user's UTF-8 text file: BOM dropped, CRLF read as LF; binary, non-UTF-8 or empty files
+    are one clear error naming the line."""
+    from glassformer.data import read_file
+
+    return read_file(path)
+
+
+def describe(path: Path) -> str:
+    """What is at `path`, for a refusal: a checkpoint with its step and date, a folder, a file."""
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+    if path.is_file():
+        return f"a file ({path.stat().st_size:,} bytes, modified {when})"
+    if (path / weights.CONFIG_FILE).is_file():
+        step = last_step(path / "log.csv")
+        return f"a checkpoint ({f'step {step}, ' if step else ''}saved {when})"
+    n = sum(1 for _ in path.iterdir())
+    return f"a folder with {n} entr{'y' if n == 1 else 'ies'} (modified {when})"
+
+
+def last_step(log: Path) -> str | None:
     try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise GlassformerError(f"cannot read {path}: {e.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise GlassformerError(f"{path}, line {line}: not valid UTF-8 text") from None
-    if not text.strip():
-        raise GlassformerError(f"{path} is empty")
-    return text
+        last = log.read_text(encoding="utf-8").strip().splitlines()[-1]
+    except (OSError, UnicodeDecodeError, IndexError):
+        return None
+    step = last.split(",")[0]
+    return step if step.isdecimal() else None
+
+
+def output_folder(path: str, overwrite: bool, what: str = "") -> Path:
+    """Check before any work that folder `path` may be written: nothing existing is replaced
+    unless --overwrite is given (an empty folder is free)."""
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise GlassformerError(f"{p} is a file, not a directory; choose another output folder")
+    if p.is_dir() and any(p.iterdir()) and not overwrite:
+        raise GlassformerError(
+            f"{p} already holds {describe(p)}; give --overwrite to replace it{what}, or choose "
+            "another output folder"
+        )
+    return p
+
+
+def not_onto_itself(source: str, out: str) -> None:
+    """Refuse to write a model onto the folder it is read from (or into it)."""
+    a, b = Path(source).resolve(), Path(out).resolve()
+    if a == b or b.is_relative_to(a):
+        raise GlassformerError(
+            f"{out} is {source} itself (or inside it): writing there would replace what is read; "
+            "cannot export onto itself, choose another output folder"
+        )
+
+
+def output_file(path: str | None, overwrite: bool) -> None:
+    """Check before any work that the report file `path` may be written ('-' is stdout)."""
+    if path is None or path == "-":
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise GlassformerError(f"{p} is a folder; give a file name")
+    if p.exists() and not overwrite:
+        raise GlassformerError(
+            f"{p} already exists ({describe(p)}); give --overwrite to replace it, or choose "
+            "another file name"
+        )
+
+
+def overwrite_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--overwrite", action="store_true", help="replace what already exists at the output path"
+    )
 
 
 def write_json(path: str, data: dict) -> None:
@@ -260,10 +338,8 @@ def write_json(path: str, data: dict) -> None:
 
 
 def write_text(path: str, text: str) -> None:
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise GlassformerError(f"cannot write {path}: {e.strerror}") from None
+    """Write a report file atomically (a full disk leaves the old file as it was)."""
+    files.write_file(path, text.encode("utf-8"))
 
 
 def json_default(o):

@@ -68,7 +68,7 @@ def cmd_generate(args) -> int:
     ids = encode(tok, args.text, cfg)
     src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
     step = inference.step_function(args.engine, cfg, params, src)
-    out = run_decoding(args, step, prompt, tok, cfg).ids
+    out = run_decoding(args, step, prompt, tok, cfg, params, src).ids
     print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
 
@@ -83,14 +83,23 @@ def cmd_translate(args) -> int:
         raise GlassformerError(
             f"{args.checkpoint} is a {cfg.arch} model; translate needs an encoder-decoder"
         )
-    sentences = list(args.text)
+    if args.beam > cfg.vocab_size:
+        raise GlassformerError(
+            f"--beam {args.beam} is more than the vocabulary ({cfg.vocab_size} tokens); use at "
+            "most the vocabulary size"
+        )
+    lines = list(args.text)
     if args.input:
-        sentences += [line for line in read_text(args.input).splitlines() if line.strip()]
+        lines += read_text(args.input).split("\n")
+        if lines[-1] == "":
+            lines.pop()  # the file's final newline ends the last line
+    sentences = [s for s in lines if s.strip()]
     if not sentences:
         raise GlassformerError("nothing to translate: give sentences or --input FILE")
     for s in sentences:
         encode(tok, s, cfg)
     model = from_params(cfg, params, dtype=torch.float32).eval()
-    for line in inference.translate(model, tok, sentences, beam=args.beam):
-        print(line)
+    out = iter(inference.translate(model, tok, sentences, beam=args.beam))
+    for line in lines:  # a blank input line gives a blank output line: outputs stay aligned
+        print(next(out) if line.strip() else "")
     return 0

@@ -4,10 +4,14 @@ forward pass of a model), printed as text or written as JSON, one HTML page or P
 
 from __future__ import annotations
 
+import sys
+
+from glassformer import files
 from glassformer import reference as R
 from glassformer.cli.common import (
     SEED,
     bos,
+    check_report_outputs,
     decoding_args,
     encode,
     integer,
@@ -19,6 +23,7 @@ from glassformer.cli.common import (
 )
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render
+from glassformer.numerics import first_nonfinite
 from glassformer.tokenizer.display import display_kind, display_tokens
 from glassformer.trace import Trace, tracing
 
@@ -65,6 +70,11 @@ def add_parsers(sub) -> None:
     e.add_argument("--json", metavar="FILE", help="write the trace as JSON to FILE ('-' stdout)")
     e.add_argument("--only", metavar="SUBSTRING", help="print only steps whose name contains it")
     e.add_argument(
+        "--find-nan",
+        action="store_true",
+        help="say only where the first NaN or infinity appears in the forward pass (if any)",
+    )
+    e.add_argument(
         "--max-new-tokens",
         type=integer("--max-new-tokens", 1, says="at least 1"),
         default=None,
@@ -85,6 +95,7 @@ WALKTHROUGH_TITLES = {
 def cmd_walkthrough(args) -> int:
     from glassformer import walkthrough
 
+    check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     trace = (
         walkthrough.hello_world(seed=args.seed)
@@ -115,6 +126,7 @@ def cmd_walkthrough(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     cfg, params, tok = load_model(args.checkpoint)
     ids = encode(tok, args.text, cfg)
@@ -124,13 +136,14 @@ def cmd_explain(args) -> int:
         if args.target is not None:
             tgt = bos(tok) + encode(tok, args.target, cfg, room=1)
         else:
-            gen = run_decoding(args, R.next_token_logits(params, cfg, ids), bos(tok), tok, cfg)
+            step = R.next_token_logits(params, cfg, ids)
+            gen = run_decoding(args, step, bos(tok), tok, cfg, params, ids)
             tgt = gen.ids
         with tracing(labels={"encoder": words, "decoder": tok.tokens(tgt)}) as trace:
             R.forward(params, cfg, tgt, src_ids=ids)
     elif cfg.arch == "decoder":
         if args.max_new_tokens:
-            gen = run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg)
+            gen = run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg, params)
             ids = gen.ids
             words = tok.tokens(ids)
         with tracing(labels={"decoder": words}) as trace:
@@ -158,6 +171,18 @@ def cmd_explain(args) -> int:
         generation=gen,
         token_kind=display_kind(tok),
     )
+    found = first_nonfinite(trace)
+    if args.find_nan:
+        if found:
+            print(f"first non-finite value: {found[0]} ({found[1]})")
+        else:
+            print(f"no non-finite value in the {len(trace)} recorded steps")
+        return 0
+    if found:
+        print(
+            f"glassformer: note: non-finite values first appear at {found[0]} ({found[1]})",
+            file=sys.stderr,
+        )
     _show_trace(trace, args, layers, heads, report)
     return 0
 
@@ -212,6 +237,7 @@ def _write_reports(trace: Trace, args, layers, heads, **html_options) -> list[st
         from glassformer.explain.plots import write_attention_pngs
 
         kind = html_options.get("token_kind")
-        paths = write_attention_pngs(trace, args.png, layers=layers, heads=heads, token_kind=kind)
+        with files.building(args.png) as folder:  # all heatmaps appear at once, or none
+            paths = write_attention_pngs(trace, folder, layers=layers, heads=heads, token_kind=kind)
         lines.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
     return lines

@@ -5,9 +5,10 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from glassformer import weights
-from glassformer.cli.common import integer, load_model
+from glassformer.cli.common import integer, last_step, load_model, output_folder, overwrite_arg
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
 
@@ -59,10 +60,11 @@ def add_parsers(sub) -> None:
     tr.add_argument(
         "--vocab-size",
         type=integer("vocab-size", 1),
-        default=8000,
+        default=None,
         help="BPE/word vocabulary (8000)",
     )
     tr.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
+    overwrite_arg(tr)
     tr.add_argument(
         "--init",
         metavar="CKPT",
@@ -103,17 +105,20 @@ def cmd_train(args) -> int:
     from glassformer.tasks import prepare_task
 
     model_sets, train_sets = _split_overrides(args.overrides)
-    cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
-    tcfg = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task]).override(*train_sets)
+    device = check_device(args.device)
+    tokenizer, init_params = None, None
+    if args.resume:
+        cfg, tcfg, tokenizer = _resume_settings(args, model_sets, train_sets)
+    else:
+        output_folder(args.out, args.overwrite, " (or --resume to continue it)")
+        cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
+        tcfg = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task]).override(*train_sets)
+        weights.check_fits(cfg)
     data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
     valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
-    tokenizer, init_params = None, None
     if args.init:
         init_cfg, init_params, tokenizer = load_model(args.init)
         cfg = init_cfg if args.task != "classify" else init_cfg.override(*model_sets)
-    if args.resume:
-        saved_cfg, _, tokenizer = load_model(args.out)
-        cfg = saved_cfg
     cfg, task = prepare_task(
         args.task,
         cfg,
@@ -122,7 +127,7 @@ def cmd_train(args) -> int:
         valid,
         tokenizer=tokenizer,
         tokenizer_kind=args.tokenizer,
-        vocab_size=args.vocab_size,
+        vocab_size=args.vocab_size or 8000,
     )
     if init_params is not None:
         init_params = _fit_init(cfg, init_params)
@@ -132,9 +137,9 @@ def cmd_train(args) -> int:
         f"{tcfg.max_steps} steps -> {args.out}",
         file=sys.stderr,
     )
-    if tcfg.bf16 and not T.bf16_supported(args.device):
+    if tcfg.bf16 and not T.bf16_supported(device):
         print(
-            f"glassformer: note: this {args.device} has no native bf16; training in fp32",
+            f"glassformer: note: this {device} has no native bf16; training in fp32",
             file=sys.stderr,
         )
     progress = _Progress(tcfg.max_steps, disable=args.quiet)
@@ -146,7 +151,7 @@ def cmd_train(args) -> int:
             args.out,
             resume=args.resume,
             init_params=init_params,
-            device=args.device,
+            device=device,
             callback=progress,
         )
     except Interrupted as e:
@@ -160,6 +165,73 @@ def cmd_train(args) -> int:
     if "bleu_signature" in last:
         print(f"BLEU signature: {last['bleu_signature']}")
     return 0
+
+
+def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
+    """(Config, TrainConfig, tokenizer) of the run in --out, with the --set training fields
+    applied and said; anything that would change the model or its data is refused."""
+    from glassformer import train as T
+
+    out = Path(args.out)
+    if args.overwrite:
+        raise GlassformerError("give --resume (continue) or --overwrite (start again), not both")
+    if not out.is_dir() or not any(out.iterdir()):
+        raise GlassformerError(
+            f"nothing to resume in {out}: no checkpoint there; start without --resume"
+        )
+    fixed = {"--preset": args.preset, "--tokenizer": args.tokenizer, "--init": args.init}
+    fixed["--vocab-size"] = args.vocab_size
+    for flag, value in fixed.items():
+        if value is not None:
+            raise GlassformerError(
+                f"{flag} cannot change a run being resumed (the checkpoint in {out} fixes it); "
+                f"drop {flag}, or start a new --out"
+            )
+    saved = T.saved_train_config(out)
+    if saved.task != args.task:
+        raise GlassformerError(f"{out} was trained with `train {saved.task}`; resume it so")
+    cfg, _, tokenizer = load_model(str(out))
+    for item in model_sets:
+        changed = cfg.override(item)
+        if changed != cfg:
+            key = item.partition("=")[0].strip()
+            raise GlassformerError(
+                f"--set {item} changes the model ({key} is {getattr(cfg, key)} in {out}); a "
+                "resumed run keeps its architecture: drop it, or start a new --out"
+            )
+    tcfg = saved.override(*train_sets)
+    changes = [
+        f"{f} {getattr(saved, f)} -> {getattr(tcfg, f)}"
+        for f in saved.__dataclass_fields__
+        if getattr(saved, f) != getattr(tcfg, f)
+    ]
+    step = last_step(out / "log.csv")
+    print(
+        f"resuming {out}{f' from step {step}' if step else ''}"
+        + (f"; {', '.join(changes)}" if changes else ""),
+        file=sys.stderr,
+    )
+    return cfg, tcfg, tokenizer
+
+
+def check_device(device: str) -> str:
+    """A torch device that exists here, or one clear error."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise GlassformerError(f"unknown --device {device!r}; use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda":
+        n = torch.cuda.device_count()
+        if not n or (dev.index or 0) >= n:
+            raise GlassformerError(
+                f"--device {device}: {'no CUDA GPU here' if not n else f'only {n} GPU(s) here'}; "
+                "use --device cpu"
+            )
+    elif dev.type != "cpu":
+        raise GlassformerError(f"--device {device}: only cpu and cuda are supported")
+    return device
 
 
 def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:

@@ -235,13 +235,18 @@ class HFTokenizer(BPETokenizer):
         tk = _hf_module()
         config = _read_json(folder / "tokenizer_config.json")
         if (folder / "tokenizer.json").is_file():
-            hf_json = (folder / "tokenizer.json").read_text(encoding="utf-8")
+            hf_json = _utf8(folder, "tokenizer.json")
         elif (folder / "vocab.txt").is_file():
+            _utf8(folder, "vocab.txt")
             lower = bool(config.get("do_lower_case", True))
-            wp = tk.BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lower)
+            vocab_txt = str(folder / "vocab.txt")
+            wp = _library(folder, lambda: tk.BertWordPieceTokenizer(vocab_txt, lowercase=lower))
             hf_json = wp._tokenizer.to_str()
         elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
-            bpe = tk.ByteLevelBPETokenizer(str(folder / "vocab.json"), str(folder / "merges.txt"))
+            _utf8(folder, "vocab.json")
+            _utf8(folder, "merges.txt")
+            names = str(folder / "vocab.json"), str(folder / "merges.txt")
+            bpe = _library(folder, lambda: tk.ByteLevelBPETokenizer(*names))
             hf_json = bpe._tokenizer.to_str()
         else:
             raise TokenizerError(
@@ -281,13 +286,34 @@ _HF_SPECIAL_NAMES = {
 }
 
 
+def _utf8(folder: Path, name: str) -> str:
+    """The text of a tokenizer file inside `folder`, or one clear TokenizerError."""
+    from glassformer.files import FileError, inside
+
+    try:
+        return inside(folder, folder / name).read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise TokenizerError(f"{folder / name} is not UTF-8 text; restore it") from None
+    except (OSError, FileError) as e:
+        raise TokenizerError(f"cannot read {folder / name} ({e})") from None
+
+
+def _library(folder: Path, make):
+    try:
+        return make()
+    except Exception as e:  # noqa: BLE001 - tokenizers raises plain Exception on bad files
+        raise TokenizerError(f"the tokenizer files in {folder} are unreadable ({e})") from None
+
+
 def _read_json(path: Path) -> dict:
     if not path.is_file():
         return {}
+    from glassformer.files import FileError, parse_json
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise TokenizerError(f"{path} is not valid JSON ({e}); fix or remove it") from None
+        data = parse_json(_utf8(path.parent, path.name), str(path))
+    except FileError as e:
+        raise TokenizerError(f"{e}; fix or remove it") from None
     return data if isinstance(data, dict) else {}
 
 
