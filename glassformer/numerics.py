@@ -29,7 +29,7 @@ def first_nonfinite(trace: Trace) -> tuple[str, str] | None:
     """(step name, what was found, e.g. "inf at [0, 3]") of the first step holding a non-finite
     value, or None when every recorded value is finite."""
     for step in trace.steps:
-        v = np.asarray(step.value)
+        v = np.asarray(step.values)
         if v.dtype.kind not in "fc" or np.isfinite(v).all():
             continue
         if step.name.endswith(".scaled") or step.name.endswith(".mask"):

@@ -224,7 +224,7 @@ def _all_mean(x: float, world: int) -> float:
 class Event:
     """What the loop reports to its callback."""
 
-    kind: str  # "step", "eval" or "save"
+    kind: str  # "start" (after any resume), "step", "eval" or "save"
     step: int
     max_steps: int
     metrics: dict
@@ -279,6 +279,7 @@ def train(
     use_bf16 = tcfg.bf16 and bf16_supported(device)
     t_last, tokens = time.perf_counter(), 0
     t_start, budget = t_last, tcfg.max_minutes * 60.0
+    callback(Event("start", step, tcfg.max_steps, {}))
     signals = StopSignals()
     with signals:
         while step < tcfg.max_steps:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -24,10 +25,13 @@ EXIT_USAGE = 2
 
 def run(args) -> int:
     """Run the parsed command: a user error is one line on stderr and exit status 2, never a
-    traceback; Ctrl-C is one line and 130; a closed pipe (`glassformer ... | head`) is success."""
+    traceback; an interrupted run says what it kept (exit 128 + signal); Ctrl-C elsewhere is one
+    line and 130; a closed pipe (`glassformer ... | head`) is success; a full stdout is one line."""
     try:
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
-            return args.func(args) or 0
+            code = args.func(args) or 0
+        sys.stdout.flush()
+        return code
     except GlassformerError as e:
         print(f"glassformer: error: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -37,8 +41,21 @@ def run(args) -> int:
     except KeyboardInterrupt:
         print("glassformer: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # `glassformer ... | head`
+    except BrokenPipeError:  # `glassformer ... | head`: the reader has all it wanted
+        _drop_stdout()
         return 0
+    except OSError as e:  # stdout on a full device; files are written through glassformer.files
+        _drop_stdout()
+        where = "stdout" if e.filename is None else e.filename
+        print(f"glassformer: error: cannot write to {where} ({e.strerror or e})", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _drop_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 class Parser(argparse.ArgumentParser):

@@ -106,9 +106,10 @@ def cmd_train(args) -> int:
 
     model_sets, train_sets = _split_overrides(args.overrides)
     device = check_device(args.device)
-    tokenizer, init_params = None, None
+    tokenizer, init_params, notes = None, None, []
     if args.resume:
-        cfg, tcfg, tokenizer = _resume_settings(args, model_sets, train_sets)
+        cfg, tcfg, tokenizer, note = _resume_settings(args, model_sets, train_sets)
+        notes.append(note)
     else:
         output_folder(args.out, args.overwrite, " (or --resume to continue it)")
         cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
@@ -131,18 +132,14 @@ def cmd_train(args) -> int:
     )
     if init_params is not None:
         init_params = _fit_init(cfg, init_params)
-    print(
+    notes.append(
         f"training {args.task}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
         f"{task.tokenizer.kind} tokenizer of {task.tokenizer.vocab_size} tokens, "
-        f"{tcfg.max_steps} steps -> {args.out}",
-        file=sys.stderr,
+        f"{tcfg.max_steps} steps -> {args.out}"
     )
     if tcfg.bf16 and not T.bf16_supported(device):
-        print(
-            f"glassformer: note: this {device} has no native bf16; training in fp32",
-            file=sys.stderr,
-        )
-    progress = _Progress(tcfg.max_steps, disable=args.quiet)
+        notes.append(f"glassformer: note: this {device} has no native bf16; training in fp32")
+    progress = _Progress(tcfg.max_steps, disable=args.quiet, notes=notes)
     try:
         rows = T.train(
             cfg,
@@ -206,12 +203,8 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
         if getattr(saved, f) != getattr(tcfg, f)
     ]
     step = last_step(out / "log.csv")
-    print(
-        f"resuming {out}{f' from step {step}' if step else ''}"
-        + (f"; {', '.join(changes)}" if changes else ""),
-        file=sys.stderr,
-    )
-    return cfg, tcfg, tokenizer
+    note = f"resuming {out}{f' from step {step}' if step else ''}"
+    return cfg, tcfg, tokenizer, note + (f"; {', '.join(changes)}" if changes else "")
 
 
 def check_device(device: str) -> str:
@@ -272,17 +265,27 @@ def _fit_init(cfg, params: dict) -> dict:
 class _Progress:
     """The training callback: a tqdm bar with loss, tokens/s and ETA; a line per evaluation."""
 
-    def __init__(self, total: int, disable: bool = False):
-        from tqdm import tqdm
-
-        self.bar = tqdm(
-            total=total, disable=disable, unit="step", dynamic_ncols=True, file=sys.stderr
-        )
-        self.tqdm = tqdm
+    def __init__(self, total: int, disable: bool = False, notes: list[str] | None = None):
+        self.total, self.disable, self.notes = total, disable, notes or []
+        self.bar = None
 
     def __call__(self, event) -> None:
+        from tqdm import tqdm
+
         m = event.metrics
-        if event.kind == "step":
+        if event.kind == "start":  # the run is set up (and resumed): say what it is, then draw
+            for note in self.notes:
+                print(note, file=sys.stderr, flush=True)
+            self.bar = tqdm(
+                total=self.total,
+                initial=event.step,
+                disable=self.disable,
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+            )
+            self.tqdm = tqdm
+        elif event.kind == "step":
             self.bar.n = event.step
             self.bar.set_postfix(
                 loss=f"{m['loss']:.4f}",
@@ -303,7 +306,8 @@ class _Progress:
             )
 
     def close(self) -> None:
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
 
 
 def _fmt(v) -> str:
