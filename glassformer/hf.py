@@ -1,4 +1,5 @@
-"""Hugging Face checkpoints <-> glassformer: the ONLY module that knows foreign tensor names.
+"""Hugging Face checkpoints <-> glassformer: with hf_pegasus.py, the only modules that know foreign
+tensor names.
 
 Each family is a table of plain data, one row per module: (our name, their name, kind). `{i}`
 stands for the layer index, counted over our encoder or decoder stack as our name says. The kind

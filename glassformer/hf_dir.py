@@ -1,12 +1,13 @@
-"""Hugging Face model folders <-> glassformer: read a GPT-2, BERT-family or Marian folder into a
-Config, weights and tokenizer; write a glassformer model as a GPT-2 or BERT folder.
+"""Hugging Face model folders <-> glassformer: read a GPT-2, BERT-family, Marian or Pegasus folder
+into a Config, weights and tokenizer; write a glassformer model as a GPT-2, BERT or Pegasus folder.
 
 A Hugging Face folder is recognised by its config.json naming a `model_type`. Weights are read
 from model.safetensors (or the shards a model.safetensors.index.json lists) and only if there is
 none from pytorch_model.bin, through `torch.load(weights_only=True)`: no other unpickling.
-The tensor names are translated by `hf.py`'s tables; the tokenizer is the folder's own
-(`tokenizer.HFTokenizer`). Tensors glassformer has no use for (BERT's pooler) are skipped and
-reported. Deliberately not here: downloading (nothing leaves the machine), generation settings.
+The tensor names are translated by the tables of `hf.py` and `hf_pegasus.py`; the tokenizer is
+the folder's own (`tokenizer.HFTokenizer`), or the exact glassformer tokenizer when an export of
+ours left one (glassformer-tokenizer.json). Tensors glassformer has no use for (BERT's pooler) are
+skipped and reported. Deliberately not here: downloading (nothing leaves the machine).
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, hf
+from glassformer import files, hf, hf_pegasus
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError, TokenizerError
 
 CONFIG_FILE = "config.json"
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
+OUR_TOKENIZER = "glassformer-tokenizer.json"  # the exact glassformer tokenizer of an export
+TOKENIZER_FILES = (OUR_TOKENIZER, "tokenizer.json", "vocab.txt", "vocab.json", "merges.txt")
 
 
 @dataclass
@@ -77,15 +79,17 @@ def is_hf_folder(path: str | Path) -> bool:
         return False
 
 
-# model_type -> (HF config -> Config, HF tensors -> ours, tensors left out with their reasons)
+# model_type -> ((HF config, HF tensors) -> Config, HF tensors -> ours, tensors left out with
+# their reasons). Pegasus's tensors say part of its Config (shared embeddings, positions).
 FAMILIES = {
-    "gpt2": (hf.gpt2_config, hf.gpt2_to_glassformer, lambda state: {}),
+    "gpt2": (lambda d, state: hf.gpt2_config(d), hf.gpt2_to_glassformer, lambda state: {}),
     "bert": (
-        hf.bert_config,
+        lambda d, state: hf.bert_config(d),
         lambda state, cfg: hf.bert_to_glassformer(state, cfg, skip_unmapped=True),
         hf.bert_unmapped,
     ),
-    "marian": (hf.marian_config, hf.marian_to_glassformer, lambda state: {}),
+    "marian": (lambda d, state: hf.marian_config(d), hf.marian_to_glassformer, lambda state: {}),
+    "pegasus": (hf_pegasus.pegasus_config, hf_pegasus.pegasus_to_glassformer, lambda state: {}),
 }
 
 
@@ -168,6 +172,7 @@ def _torch_bin(f: Path) -> dict[str, np.ndarray]:
 
 def load(folder: str | Path, dtype=np.float64) -> Imported:
     """Read a Hugging Face folder: Config, {name: array} in spec order, tokenizer, skipped."""
+    from glassformer import tokenizer
     from glassformer.tokenizer import HFTokenizer
     from glassformer.weights import check, spec
 
@@ -181,8 +186,9 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
         )
     make_config, convert, left_out = FAMILIES[family]
     _check_sizes(folder, d)
+    state = read_state(folder)
     try:
-        cfg = make_config(d)
+        cfg = make_config(d, state)
     except KeyError as e:
         raise CheckpointError(f"{folder / CONFIG_FILE} lacks the field {e.args[0]!r}") from None
     except GlassformerError as e:
@@ -191,17 +197,16 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
         raise CheckpointError(
             f"{folder / CONFIG_FILE} has a field of the wrong type ({e})"
         ) from None
-    from glassformer.weights import check_fits
-
-    check_fits(cfg, where=str(folder))
-    state = read_state(folder)
     skipped = left_out(state)
     params = convert(state, cfg)
     params = {n: np.asarray(params[n], dtype=dtype) for n in spec(cfg)}
     check(cfg, params, where=str(folder))
     notes = []
     try:
-        tok = HFTokenizer.from_files(folder)
+        if (folder / OUR_TOKENIZER).is_file():
+            tok = tokenizer.load(folder / OUR_TOKENIZER)
+        else:
+            tok = HFTokenizer.from_files(folder)
     except TokenizerError as e:
         if any((folder / f).exists() for f in TOKENIZER_FILES):
             raise CheckpointError(str(e)) from None  # a tokenizer is there but unusable
@@ -218,37 +223,97 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
 # -- export -------------------------------------------------------------------------------------
 
 
-def export(path: str | Path, cfg: Config, params: dict, tokenizer=None) -> tuple[str, Path]:
-    """Write a Hugging Face folder (config.json, model.safetensors in float32, tokenizer.json
-    when the tokenizer is a Hugging Face one) that `transformers` loads: a decoder-only model as
-    GPT-2 (GPT2LMHeadModel), an encoder without classifier as BERT (BertModel)."""
-    from glassformer.weights import write_directory
-
+def _family(cfg: Config, params: dict) -> tuple[str, dict, dict]:
+    """(model_type, config.json fields, tensors) of the Hugging Face model that is `cfg`."""
     if cfg.arch == "decoder":
-        family, config = "gpt2", hf.config_to_gpt2(cfg)
         tensors = hf.glassformer_to_gpt2(params, cfg)
         del tensors["lm_head.weight"]  # tied to transformer.wte.weight, as transformers saves it
-    elif cfg.arch == "encoder" and not cfg.n_classes:
-        family, config = "bert", hf.config_to_bert(cfg)
-        tensors = hf.glassformer_to_bert(params, cfg)
-    else:
+        return "gpt2", hf.config_to_gpt2(cfg), tensors
+    if cfg.arch == "encoder" and not cfg.n_classes:
+        return "bert", hf.config_to_bert(cfg), hf.glassformer_to_bert(params, cfg)
+    if cfg.arch == "encoder-decoder":
+        try:
+            config = hf_pegasus.config_to_pegasus(cfg)
+        except GlassformerError as e:
+            raise GlassformerError(
+                "export-hf writes an encoder-decoder as a Pegasus folder (pre-LN, which "
+                f"transformers and CTranslate2 load); {e}"
+            ) from None
+        return "pegasus", config, hf_pegasus.glassformer_to_pegasus(params, cfg)
+    raise GlassformerError(
+        "export-hf writes decoder-only models (GPT-2), encoders without a classifier (BERT) and "
+        f"pre-LN encoder-decoders (Pegasus); this is arch={cfg.arch!r} with "
+        f"n_classes={cfg.n_classes}"
+    )
+
+
+def _token_ids(family: str, cfg: Config, tokenizer) -> dict[str, int]:
+    """{role}_token_id of config.json. A Pegasus decoder starts from its pad token (CTranslate2
+    reads the start from the tokenizer's pad_token): ours starts from BOS, so BOS is named pad."""
+    ids = {}
+    for role in ("pad", "bos", "eos"):
+        token_id = getattr(tokenizer, f"{role}_id") if tokenizer is not None else None
+        if token_id is not None:
+            ids[f"{role}_token_id"] = token_id
+    if family != "pegasus":
+        return ids
+    if "bos_token_id" not in ids or "eos_token_id" not in ids:
         raise GlassformerError(
-            f"export-hf writes decoder-only models (GPT-2) and encoders without a classifier "
-            f"(BERT); this is arch={cfg.arch!r}"
-            + (f" with n_classes={cfg.n_classes}" if cfg.n_classes else "")
+            "export-hf of an encoder-decoder needs the checkpoint's tokenizer with bos and eos "
+            "tokens: the decoder starts from BOS and stops at EOS"
         )
+    bos = ids["bos_token_id"]
+    return ids | {"pad_token_id": bos, "decoder_start_token_id": bos}
+
+
+def _tokenizer_files(family: str, cfg: Config, tokenizer) -> dict[str, bytes]:
+    """glassformer's own tokenizer, and for a Hugging Face one tokenizer.json with the
+    tokenizer_config.json that `AutoTokenizer` reads (no template: the encoder sees the text's
+    own tokens, as glassformer encodes a source)."""
+    files = {OUR_TOKENIZER: tokenizer.to_json().encode()}
+    if not hasattr(tokenizer, "hf_json"):
+        return files
+    named = {f"{role}_token": token for role, token in tokenizer.specials.items()}
+    if family == "pegasus":
+        named["pad_token"] = tokenizer.specials["bos"]
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        **named,
+        "model_max_length": cfg.max_len,
+        "clean_up_tokenization_spaces": False,
+    }
+    files["tokenizer.json"] = tokenizer.hf_json.encode()
+    files["tokenizer_config.json"] = _json(config)
+    return files
+
+
+def _json(data: dict) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def export(path: str | Path, cfg: Config, params: dict, tokenizer=None) -> tuple[str, Path]:
+    """Write a Hugging Face folder that `transformers` loads (config.json, model.safetensors in
+    float32, the tokenizer): a decoder-only model as GPT-2 (GPT2LMHeadModel), an encoder without
+    classifier as BERT (BertModel), a pre-LN encoder-decoder as Pegasus
+    (PegasusForConditionalGeneration, with generation_config.json: greedy from BOS to EOS or
+    max_len tokens, as `glassformer translate`), which CTranslate2's converter also reads.
+    A tokenizer built on Hugging Face `tokenizers` is written as tokenizer.json +
+    tokenizer_config.json for `AutoTokenizer`; every tokenizer also as glassformer-tokenizer.json,
+    which `load` prefers. Nothing is written when the model has no such form."""
+    from glassformer.weights import write_directory
+
+    family, config, tensors = _family(cfg, params)
+    config |= _token_ids(family, cfg, tokenizer)
     files = {}
+    if family == "pegasus":
+        keys = ("decoder_start_token_id", "bos_token_id", "eos_token_id", "pad_token_id")
+        generation = {k: config[k] for k in keys}
+        generation |= {"forced_eos_token_id": None, "max_length": cfg.max_len, "num_beams": 1}
+        files["generation_config.json"] = _json(generation | {"do_sample": False})
     if tokenizer is not None:
-        for role in ("pad", "bos", "eos"):
-            token_id = getattr(tokenizer, f"{role}_id")
-            if token_id is not None:
-                config[f"{role}_token_id"] = token_id
-        if hasattr(tokenizer, "hf_json"):
-            files["tokenizer.json"] = tokenizer.hf_json.encode()
-        else:
-            files["glassformer-tokenizer.json"] = tokenizer.to_json().encode()
+        files |= _tokenizer_files(family, cfg, tokenizer)
     config["torch_dtype"] = "float32"
-    files[CONFIG_FILE] = (json.dumps(config, indent=2) + "\n").encode()
+    files[CONFIG_FILE] = _json(config)
     arrays = {n: np.ascontiguousarray(x, dtype=np.float32) for n, x in tensors.items()}
     out = write_directory(path, files, {"model.safetensors": arrays}, metadata={"format": "pt"})
     return family, out
