@@ -13,8 +13,9 @@ one sequence in the reference engine (`(T, D)` for a head's C) and the batched t
 PyTorch engine (`(B, T, D)`, on its device, in its dtype, gradients flowing through `fn`), and
 returns a value of the same shape and kind. The PyTorch engine leaves its SDPA fast path while
 an intervention is active, as it does while tracing. A recorded trace shows the replaced values.
-Several keys matching one name apply in the order given. Ready-made interventions (ablations,
-patching) live in `glassformer.interventions`; this module only applies them.
+Several keys matching one name apply in the order given; nested blocks compose, the outer first.
+Ready-made interventions (ablations, patching) live in `glassformer.interventions`; this module
+only applies them.
 
 This module only records and replaces. A step that does not bring its own equation gets its name's
 entry in `glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`,
@@ -156,12 +157,15 @@ class Intervention:
     names that were replaced (in order, once each), so a caller can tell a key that matched
     nothing (`unmatched()`), e.g. a LayerNorm internal the PyTorch engine does not tap."""
 
-    def __init__(self, fns: Mapping[str, Callable]):
+    def __init__(self, fns: Mapping[str, Callable], outer: Intervention | None = None):
         self.fns = dict(fns)
+        self.outer = outer
         self.matched: list[str] = []
         self._cache: dict[str, list[Callable]] = {}
 
     def apply(self, name: str, x):
+        if self.outer is not None:
+            x = self.outer.apply(name, x)
         fns = self._cache.get(name)
         if fns is None:
             fns = self._cache[name] = [
@@ -204,8 +208,8 @@ def tracing(labels: dict[str, list[str]] | None = None):
 def intervene(fns: Mapping[str, Callable]):
     """Inside this block a tap whose full name matches a key returns `fn(value)`: the explicit
     intervention of the module docstring. Yields the `Intervention` (its `matched` names). Blocks
-    nest: the inner one replaces the outer one."""
-    swap = Intervention(fns)
+    nest: an inner block's functions apply after the outer block's."""
+    swap = Intervention(fns, outer=_INTERVENTION.get())
     token = _INTERVENTION.set(swap)
     try:
         yield swap

@@ -118,6 +118,12 @@ def test_globs_batches_and_the_recorded_replacement():
     with intervene({"decoder.7.ffn.out": nudge, "decoder.0.ffn.out": nudge}) as swap:
         run_reference(p, cfg)
     assert swap.unmatched() == ["decoder.7.ffn.out"]
+    # nested blocks compose, the outer block's function first
+    with intervene({"decoder.0.ffn.out": lambda x: x * 0}):
+        with intervene({"decoder.0.ffn.out": lambda x: x + 1}):
+            nested = run_reference(p, cfg)
+    with intervene({"decoder.0.ffn.out": lambda x: x * 0 + 1}):
+        np.testing.assert_array_equal(nested, run_reference(p, cfg))
 
 
 def test_gradients_flow_through_the_replacement():
