@@ -180,10 +180,14 @@ def ablate_ffn(layer: int, how: str = "zero", stack: str = "decoder", values=Non
 
 
 def ablate_position(
-    layer: int, positions: int | Sequence[int], how: str = "zero", stack: str = "decoder"
+    layer: int,
+    positions: int | Sequence[int],
+    how: str = "zero",
+    stack: str = "decoder",
+    values=None,
 ) -> dict[str, Fn]:
     """Zero- or mean-ablate the residual stream entering block `layer` at some positions."""
-    return {resid_pre(layer, stack): at_positions(_how(how), positions)}
+    return {resid_pre(layer, stack): at_positions(_how(how, values), positions)}
 
 
 def scale_attention(
@@ -334,10 +338,12 @@ def patch_sweep(
     rows: list[str],
     cols: list[str],
     per_position: bool = False,
+    recorded: tuple[np.ndarray, Trace] | None = None,
 ) -> PatchTable:
     """Patch each step of the grid `names` (rows x cols) from the clean run into the corrupted
-    one, one at a time (at each position separately with `per_position`)."""
-    clean_logits, clean = record(run, clean_input)
+    one, one at a time (at each position separately with `per_position`). `recorded`: the clean
+    run's (logits, trace), if already recorded."""
+    clean_logits, clean = recorded or record(run, clean_input)
     m_clean, m_bad = metric(clean_logits), metric(run(corrupted_input))
     if m_clean == m_bad:
         raise GlassformerError(
@@ -383,11 +389,13 @@ def patch_heads(
     per_position: bool = False,
 ) -> PatchTable:
     """Patch each head's output C_h from the clean run: a layers x heads table (x positions)."""
-    _, probe = record(run, clean_input)
-    L, H = _layers_heads(probe, stack, kind)
+    clean = record(run, clean_input)
+    L, H = _layers_heads(clean[1], stack, kind)
     names = [[head_name(i, h, stack, kind) for h in range(H)] for i in range(L)]
     rows, cols = [f"layer {i}" for i in range(L)], [f"head {h}" for h in range(H)]
-    return patch_sweep(run, clean_input, corrupted_input, metric, names, rows, cols, per_position)
+    return patch_sweep(
+        run, clean_input, corrupted_input, metric, names, rows, cols, per_position, clean
+    )
 
 
 def patch_residual(
@@ -395,10 +403,11 @@ def patch_residual(
 ) -> PatchTable:
     """Patch the residual stream entering each block (and after the last), one position at a
     time: a (layers + 1) x 1 x positions table (`values[:, 0, t]`)."""
-    _, probe = record(run, clean_input)
-    L = 1 + max(int(m[1]) for n in probe.names() if (m := re.fullmatch(rf"{stack}\.(\d+)\.out", n)))
+    clean = record(run, clean_input)
+    found = [re.fullmatch(rf"{stack}\.(\d+)\.out", n) for n in clean[1].names()]
+    L = 1 + max(int(m[1]) for m in found if m)
     names = [[resid_pre(i, stack)] for i in range(L + 1)]
     rows = [f"before block {i}" if i < L else "after the last block" for i in range(L + 1)]
     return patch_sweep(
-        run, clean_input, corrupted_input, metric, names, rows, ["resid"], per_position=True
+        run, clean_input, corrupted_input, metric, names, rows, ["resid"], True, clean
     )
