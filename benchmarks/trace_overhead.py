@@ -7,10 +7,15 @@ Models: GPT-2-small-sized random weights (124M parameters, 12 layers, d 768, 12 
 engine in float64 (its only dtype), the PyTorch engine in float32. A traced or intervened torch
 pass leaves SDPA for the explicit path, head by head, and a trace copies every step to float64.
 
-    .venv/bin/python benchmarks/trace_overhead.py [--small-only] [--repeats 5]
+    .venv/bin/python benchmarks/trace_overhead.py [--small-only] [--repeats 5] [--threads 2]
+
+On a busy machine, run single-threaded (`OPENBLAS_NUM_THREADS=1 ... --threads 1`): with more
+runnable processes than cores, two OpenMP or OpenBLAS threads wait on each other at every op (a
+char-lm forward took 1 s with 2 torch threads against 3 ms with 1, under a load of 12 on 2 cores).
 """
 
 import argparse
+import os
 import statistics
 
 import numpy as np
@@ -65,6 +70,8 @@ def main() -> None:
     ap.add_argument("--small-only", action="store_true", help="only the char-lm-sized model")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    blas = os.environ.get("OPENBLAS_NUM_THREADS", "default")
+    print(f"torch threads {args.threads}, OPENBLAS_NUM_THREADS {blas}; medians of {args.repeats}")
     sizes = ["char-lm"] if args.small_only else ["char-lm", "gpt2-small"]
     for name in sizes:
         cfg = preset(name)
@@ -75,9 +82,10 @@ def main() -> None:
         with tracing() as tr:
             R.forward(params, cfg, ids)
         mb = sum(s.values.nbytes for s in tr.steps) / 1e6
-        print(f"\n{name}: {cfg.n_decoder_layers} layers, d {cfg.d_model}, {cfg.n_heads} heads, ")
-        print(f"  vocab {cfg.vocab_size}, {T} tokens; a reference trace holds {len(tr)} steps,")
-        print(f"  {mb:.1f} MB")
+        print(
+            f"\n{name}: {cfg.n_decoder_layers} layers, d {cfg.d_model}, {cfg.n_heads} heads, "
+            f"vocab {cfg.vocab_size}, {T} tokens; a reference trace: {len(tr)} steps, {mb:.1f} MB"
+        )
         del tr
         for engine, runs in contenders(cfg, params, model, ids).items():
             times = alternate(runs, repeats=args.repeats)
