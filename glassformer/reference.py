@@ -2,7 +2,8 @@
 
 Pure functions over a parameter dict named by `weights.spec`, one sequence at a time (no batch
 axis), every intermediate `tap`-ped under a stable name. This module is the definition that the
-PyTorch engine is tested against; it is deliberately slow, unbatched and stateless.
+PyTorch engine is tested against; it is deliberately slow, unbatched and stateless. Every tap's
+returned value is the one computed on, so an `intervene` block (see `trace`) can replace any step.
 
 Notation (Raschka ch. 3; Sanseviero, "The Random Transformer"): X input rows, Q = X·Wq,
 K = X·Wk, V = X·Wv, scores Ω = Q·Kᵀ, A = softmax(Ω / √c) row by row, C = A·V. Weights are stored
@@ -49,8 +50,8 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
     """LayerNorm(x) = (x - μ) / √(σ² + ε) · γ + β, μ and σ² (population) over each row."""
     mu = tap("mean", x.mean(axis=-1, keepdims=True))  # (T, 1)
     var = x.var(axis=-1, keepdims=True)  # (T, 1)
-    tap("std", np.sqrt(var + eps))
-    xhat = tap("normalized", (x - mu) / np.sqrt(var + eps))  # (T, C)
+    std = tap("std", np.sqrt(var + eps))  # (T, 1)
+    xhat = tap("normalized", (x - mu) / std)  # (T, C)
     return tap("out", xhat * gamma + beta)  # (T, C)
 
 
@@ -117,7 +118,7 @@ def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = Fals
     scores = tap("scores", Q @ K.T)  # Ω (T, S)
     scaled = tap("scaled", scores / (math.sqrt(Q.shape[-1]) if scale is None else scale))
     if mask is not None:
-        tap("mask", mask)
+        mask = tap("mask", mask)
         scaled = np.where(mask, scaled, -np.inf)  # (T, S)
     A = tap("A", softmax(scaled, naive=naive))  # (T, S)
     return tap("C", A @ V)  # (T, D)
@@ -233,7 +234,7 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
         types = np.zeros(T, np.int64) if types is None else np.asarray(types, dtype=np.int64)
         x = x + tap("types", p[f"{stack}.type_embed.weight"][types])  # (T, C)
     if cfg.embed_norm:
-        tap("sum", x)
+        x = tap("sum", x)
         with scope("embed_norm"):
             w, b = p[f"{stack}.embed_norm.weight"], p[f"{stack}.embed_norm.bias"]
             x = layer_norm(x, w, b, cfg.ln_eps)

@@ -6,7 +6,8 @@ Tensors are batched `(B, T, C)` and any float dtype works (float64 for parity wi
 engine, float32 or bf16 for speed). Attention runs through `F.scaled_dot_product_attention`
 unless a trace is active or `explicit` is set, in which case the explicit
 softmax(QKᵀ/√D)·V path runs and records Q, K, V, scores, A and C per head under the reference
-engine's names (for the first sequence of the batch).
+engine's names (for the first sequence of the batch); inside `trace.intervene` the same path
+runs and each tap's returned (possibly replaced, batched) tensor is the one computed on.
 
 Deliberately not here: decoding loops (`decode.py`; batched greedy translation in
 `inference.py`), checkpoint files (`weights.py`), training.
@@ -28,24 +29,24 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from glassformer.config import Config
-from glassformer.trace import current, scope, tap
+from glassformer.trace import scope, tap
+from glassformer.trace import watching as _watching
 
-# -- tracing helpers: free when no trace is active ----------------------------------------------
-
-
-def _tracing() -> bool:
-    return current() is not None
+# -- tracing helpers: free when no trace or intervention is active ------------------------------
 
 
 def _scope(name: str):
-    return scope(name) if _tracing() else contextlib.nullcontext()
+    return scope(name) if _watching() else contextlib.nullcontext()
+
+
+def _first(x: Tensor):
+    return x[0].detach().to(torch.float64).cpu().numpy()
 
 
 def _tap(name: str, x: Tensor) -> Tensor:
-    """Record the first sequence of the batch under `name` (the reference engine is unbatched)."""
-    if _tracing():
-        tap(name, x[0].detach().to(torch.float64).cpu().numpy())
-    return x
+    """Record the first sequence of the batch under `name` (the reference engine is unbatched);
+    return `x`, or its replacement inside `intervene` (the intervention sees the whole batch)."""
+    return tap(name, x, record=_first) if _watching() else x
 
 
 # -- the KV cache -------------------------------------------------------------------------------
@@ -148,12 +149,12 @@ class MultiHeadAttention(nn.Module):
         out = self._attend(q, k, v, mask, causal)  # (B, H, T, D)
         B, _, T, _ = out.shape
         concat = out.transpose(1, 2).reshape(B, T, self.H * self.D)  # (B, T, H*D)
-        _tap("concat", concat)
+        concat = _tap("concat", concat)
         return _tap("Z", self.o(concat)), k, v
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool):
         T, S = q.shape[-2], k.shape[-2]
-        explicit = _tracing() or self.explicit
+        explicit = _watching() or self.explicit
         if causal and (mask is not None or T != S or explicit):
             # Queries are the last T of S positions (S > T with a KV cache); combine with any
             # padding mask. Otherwise SDPA's own is_causal path runs (its flash kernel).
@@ -181,33 +182,34 @@ class MultiHeadAttention(nn.Module):
         return out
 
     def _explicit(self, q, k, v, mask, p, empty_rows):
-        """softmax(Q·Kᵀ / √D)·V written out, recording each head's matrices."""
-        scores = q @ k.transpose(-2, -1)  # Ω (B, H, T, S)
-        scaled = scores / math.sqrt(self.D)
+        """softmax(Q·Kᵀ / √D)·V written out, all heads at once; traced or intervened, head by head
+        under the reference engine's names, computing on with what each tap returns."""
+        if not _watching():
+            return self._softmax_v(q, k, v, mask, p, empty_rows)
+        heads, B = [], len(q)
+        for h in range(self.H):
+            with scope(f"head{h}"):
+                m, e = (
+                    None if t is None else t.expand(B, self.H, -1, -1)[:, h]
+                    for t in (mask, empty_rows)
+                )
+                heads.append(self._softmax_v(q[:, h], k[:, h], v[:, h], m, p, e, _tap))
+        return torch.stack(heads, dim=1)  # (B, H, T, D)
+
+    def _softmax_v(self, q, k, v, mask, p, empty_rows, tap_fn=lambda name, t: t):
+        """q (..., T, D), k and v (..., S, D): all heads (B, H, ...) or one head (B, ...)."""
+        q, k, v = tap_fn("Q", q), tap_fn("K", k), tap_fn("V", v)
+        scores = tap_fn("scores", q @ k.transpose(-2, -1))  # Ω (..., T, S)
+        scaled = tap_fn("scaled", scores / math.sqrt(self.D))
         if mask is not None:
+            mask = tap_fn("mask", mask)
             scaled = scaled.masked_fill(~mask, float("-inf"))
-        A = torch.softmax(scaled, dim=-1)  # (B, H, T, S)
+        A = torch.softmax(scaled, dim=-1)  # (..., T, S)
         if empty_rows is not None:
             A = A.masked_fill(empty_rows, 0.0)
         if p:
             A = F.dropout(A, p)
-        C = A @ v  # (B, H, T, D)
-        if _tracing():
-            for h in range(self.H):
-                with scope(f"head{h}"):
-                    for name, t in (
-                        ("Q", q),
-                        ("K", k),
-                        ("V", v),
-                        ("scores", scores),
-                        ("scaled", scores / math.sqrt(self.D)),
-                        ("A", A),
-                        ("C", C),
-                    ):
-                        _tap(name, t[:, h])
-                    if mask is not None:
-                        _tap("mask", mask.expand(q.shape[0], self.H, -1, -1)[:, h])
-        return C
+        return tap_fn("C", tap_fn("A", A) @ v)  # (..., T, D)
 
 
 class FeedForward(nn.Module):
@@ -357,7 +359,7 @@ class Stack(nn.Module):
             types = torch.zeros_like(ids) if types is None else types
             x = x + _tap("types", self.type_embed(types))  # (B, T, C)
         if hasattr(self, "embed_norm"):
-            _tap("sum", x)
+            x = _tap("sum", x)
             with _scope("embed_norm"):
                 x = _tap("out", self.embed_norm(x))
         x = self.drop(_tap("input", x))
@@ -461,7 +463,7 @@ class Transformer(nn.Module):
         W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
         b = self.lm_head.bias if cfg.lm_bias else None
         logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
-        if _tracing():
+        if _watching():
             _tap("probs", torch.softmax(logits, -1))
         return logits
 

@@ -1,17 +1,32 @@
-"""The trace: every intermediate of a run, recorded under a stable name.
+"""The trace: every intermediate of a run, recorded under a stable name; and interventions.
 
 `tap(name, x)` returns `x` unchanged and records nothing unless a trace is active; inside
 `with tracing() as tr:` it records a copy of `x` under the current `scope` prefix, so the math
 never changes to be seen (like flax's `sow`). Names look like `encoder.0.self_attn.head1.A`.
 
-This module only records. A step that does not bring its own equation gets its name's entry in
-`glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`, which
-installs `Trace._repr_html_`; this module imports nothing from it.
+The one sanctioned way the trace changes the math is an explicit intervention: inside
+`with intervene({"decoder.1.self_attn.head0.C": fn}):` a tap whose full name matches a key
+(an exact name or an `fnmatch` glob such as `decoder.*.ffn.out`) returns `fn(x)` instead of `x`,
+and both engines compute on with the returned value (every tap site is `y = tap(name, y)`). The
+contract is one for both engines: `fn` receives what that engine taps, a float64 NumPy array of
+one sequence in the reference engine (`(T, D)` for a head's C) and the batched tensor in the
+PyTorch engine (`(B, T, D)`, on its device, in its dtype, gradients flowing through `fn`), and
+returns a value of the same shape and kind. The PyTorch engine leaves its SDPA fast path while
+an intervention is active, as it does while tracing. A recorded trace shows the replaced values.
+Several keys matching one name apply in the order given; nested blocks compose, the outer first.
+Ready-made interventions (ablations, patching) live in `glassformer.interventions`; this module
+only applies them.
+
+This module only records and replaces. A step that does not bring its own equation gets its name's
+entry in `glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`,
+which installs `Trace._repr_html_`; this module imports nothing from it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -21,6 +36,9 @@ from glassformer.glossary import equation_for
 
 _ACTIVE: ContextVar[Trace | None] = ContextVar("glassformer_trace", default=None)
 _PREFIX: ContextVar[tuple[str, ...]] = ContextVar("glassformer_prefix", default=())
+_INTERVENTION: ContextVar[Intervention | None] = ContextVar(
+    "glassformer_intervention", default=None
+)
 
 
 @dataclass
@@ -113,18 +131,55 @@ class Trace:
         return {"labels": self.labels, "steps": steps}
 
 
-def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None):
-    """Record `x` under the current scope if a trace is active; always return `x` unchanged."""
-    trace = _ACTIVE.get()
-    if trace is None:
+def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None, record=None):
+    """Record `x` under the current scope if a trace is active, and return it: unchanged, or
+    replaced by the matching functions of an active `intervene` (then the replacement is what is
+    recorded). `record(x)` gives the array to record (default: `x` itself; the PyTorch engine
+    passes one that takes the first sequence of its batch)."""
+    trace, swap = _ACTIVE.get(), _INTERVENTION.get()
+    if trace is None and swap is None:
         return x
     full = ".".join((*_PREFIX.get(), name))
-    arr = np.asarray(x)
+    if swap is not None:
+        x = swap.apply(full, x)
+    if trace is None:
+        return x
+    arr = np.asarray(x if record is None else record(x))
     values = np.array(arr, dtype=bool if arr.dtype == bool else float, copy=True)
     if not equation:
         equation = equation_for(full)
     trace.steps.append(Step(full, values, equation, note, rows, cols))
     return x
+
+
+class Intervention:
+    """The replacements of one `intervene` block: {name or glob: fn}. `matched` lists the full
+    names that were replaced (in order, once each), so a caller can tell a key that matched
+    nothing (`unmatched()`), e.g. a LayerNorm internal the PyTorch engine does not tap."""
+
+    def __init__(self, fns: Mapping[str, Callable], outer: Intervention | None = None):
+        self.fns = dict(fns)
+        self.outer = outer
+        self.matched: list[str] = []
+        self._cache: dict[str, list[Callable]] = {}
+
+    def apply(self, name: str, x):
+        if self.outer is not None:
+            x = self.outer.apply(name, x)
+        fns = self._cache.get(name)
+        if fns is None:
+            fns = self._cache[name] = [
+                f for key, f in self.fns.items() if key == name or fnmatch.fnmatchcase(name, key)
+            ]
+        if fns and name not in self.matched:
+            self.matched.append(name)
+        for f in fns:
+            x = f(x)
+        return x
+
+    def unmatched(self) -> list[str]:
+        """The keys that matched no tapped name (so far)."""
+        return [k for k in self.fns if not any(fnmatch.fnmatchcase(n, k) for n in self.matched)]
 
 
 @contextlib.contextmanager
@@ -149,9 +204,27 @@ def tracing(labels: dict[str, list[str]] | None = None):
         _PREFIX.reset(ptoken)
 
 
+@contextlib.contextmanager
+def intervene(fns: Mapping[str, Callable]):
+    """Inside this block a tap whose full name matches a key returns `fn(value)`: the explicit
+    intervention of the module docstring. Yields the `Intervention` (its `matched` names). Blocks
+    nest: an inner block's functions apply after the outer block's."""
+    swap = Intervention(fns, outer=_INTERVENTION.get())
+    token = _INTERVENTION.set(swap)
+    try:
+        yield swap
+    finally:
+        _INTERVENTION.reset(token)
+
+
 def current() -> Trace | None:
     """The trace being recorded, or None."""
     return _ACTIVE.get()
+
+
+def watching() -> bool:
+    """Whether a trace or an intervention is active (an engine then runs its explicit path)."""
+    return _ACTIVE.get() is not None or _INTERVENTION.get() is not None
 
 
 def _jsonable(values: np.ndarray):

@@ -1,0 +1,163 @@
+"""Attribution of a predicted token to the input tokens, by gradients in the PyTorch engine.
+
+`input_attribution(model, ids, targets)` explains, for each target position t, the score f_t of
+the token at t+1 (the token the model predicted there, when ids hold a generated sequence; or the
+given `tokens`): its logit (`score="logit"`) or log-probability (`"logprob"`). The score is
+attributed to the token embeddings X of a stack (the `{stack}.X` step: decoder tokens, or with
+`stack="encoder"` the source tokens of an encoder-decoder), one number per input position:
+
+- `method="gradient_x_input"`: Σ_c X[s, c] · ∂f/∂X[s, c] at the input;
+- `method="integrated_gradients"` (Sundararajan et al. 2017): Σ_c (X - X')[s, c] ·
+  ∫₀¹ ∂f/∂X[s, c] (X' + α(X - X')) dα with the baseline X' = 0 (all token embeddings zero;
+  positions are still added). The integral is Gauss-Legendre quadrature over `steps` nodes, one
+  batched forward for all nodes. Completeness: Σ_s attribution = f(X) - f(X'), up to the
+  quadrature error, which is reported per target (`completeness`, absolute). With smooth
+  activations (GELU, tanh-GELU, SiLU) the integrand is smooth and the error falls exponentially:
+  measured on the float64 test models (changes f(X) - f(X') ~1), 1e-11 to 1e-3 with 16 nodes,
+  ~1e-13 with 64, ~1e-15 with 256. ReLU's kinks make it converge only about like 1/steps: 0.08,
+  0.02, 0.006 at 16, 64, 256 nodes for a change of ~0.7; raise `steps` there. Use float64 for
+  tight checks.
+
+The embeddings are moved along the path by an intervention on `{stack}.X` (`trace.intervene`),
+the one sanctioned way to change a step; the model's weights are not touched. Call
+`model.eval()` first if it has dropout.
+
+Deliberately not here: the reference engine (it has no gradients), attribution to heads
+(`lens.direct_logit_attribution`), ablation effects (`interventions`), printing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from glassformer.errors import GlassformerError
+from glassformer.trace import intervene
+
+METHODS = ("integrated_gradients", "gradient_x_input")
+
+
+@dataclass
+class InputAttribution:
+    """`scores[i, s]`: how much input position s (of `stack`) contributes to the score of
+    `tokens[i]` predicted at position `targets[i]`. For integrated gradients, `f` and `f_baseline`
+    are the scores at the input and the baseline and `completeness` is
+    |Σ_s scores[i, s] - (f - f_baseline)|."""
+
+    method: str
+    stack: str
+    targets: list[int]
+    tokens: list[int]
+    scores: np.ndarray  # (targets, positions)
+    f: np.ndarray  # (targets,)
+    f_baseline: np.ndarray | None = None
+    completeness: np.ndarray | None = None
+
+    def to_dict(self) -> dict:
+        opt = {
+            "f_baseline": None if self.f_baseline is None else self.f_baseline.tolist(),
+            "completeness": None if self.completeness is None else self.completeness.tolist(),
+        }
+        return {
+            "method": self.method,
+            "stack": self.stack,
+            "targets": self.targets,
+            "tokens": self.tokens,
+            "scores": self.scores.tolist(),
+            "f": self.f.tolist(),
+        } | opt
+
+
+def gauss_legendre(steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of Gauss-Legendre quadrature on [0, 1]: Σ w_k g(α_k) ≈ ∫₀¹ g."""
+    x, w = np.polynomial.legendre.leggauss(steps)
+    return (x + 1.0) / 2.0, w / 2.0
+
+
+def input_attribution(
+    model,
+    ids: Sequence[int],
+    targets: Sequence[int] | None = None,
+    tokens: Sequence[int] | None = None,
+    method: str = "integrated_gradients",
+    steps: int = 64,
+    score: str = "logit",
+    stack: str = "decoder",
+    src_ids: Sequence[int] | None = None,
+) -> InputAttribution:
+    """Attribute the score of each target's token to the `stack`'s input tokens.
+
+    ids: the decoder tokens (for a generated sequence, prompt + generated); targets: positions
+    whose next token is explained (default every position but the last: each predicted token);
+    tokens: the tokens explained (default ids[t + 1] for each target t); src_ids: the source of
+    an encoder-decoder model.
+    """
+    import torch
+
+    if method not in METHODS:
+        raise GlassformerError(f"unknown attribution method {method!r}: use one of {METHODS}")
+    if score not in ("logit", "logprob"):
+        raise GlassformerError(f"unknown score {score!r}: use 'logit' or 'logprob'")
+    cfg = model.cfg
+    if not cfg.has_decoder:
+        raise GlassformerError(
+            "input attribution explains predicted tokens: use a model with a decoder"
+        )
+    if (src_ids is None) != (cfg.arch != "encoder-decoder"):
+        raise GlassformerError("give src_ids exactly when the model is an encoder-decoder")
+    if stack not in ("decoder", "encoder") or (stack == "encoder" and src_ids is None):
+        raise GlassformerError("stack is 'decoder', or 'encoder' for an encoder-decoder model")
+    ids = [int(i) for i in ids]
+    T = len(ids)
+    targets = list(range(T - 1)) if targets is None else [int(t) % T for t in targets]
+    if tokens is None:
+        if any(t + 1 >= T for t in targets):
+            raise GlassformerError(
+                "the last position has no next token in ids: give `tokens` to explain there"
+            )
+        tokens = [ids[t + 1] for t in targets]
+    tokens = [int(w) for w in tokens]
+    if len(tokens) != len(targets):
+        raise GlassformerError(f"{len(targets)} targets but {len(tokens)} tokens")
+
+    if method == "integrated_gradients":
+        alpha, weight = gauss_legendre(steps)
+        alpha = np.concatenate([[1.0, 0.0], alpha])  # rows 0 and 1: the input and the baseline
+        weight = np.concatenate([[0.0, 0.0], weight])
+    else:
+        alpha, weight = np.ones(1), np.ones(1)
+
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    a = torch.as_tensor(alpha, dtype=dtype, device=device)[:, None, None]
+    wts = torch.as_tensor(weight, dtype=dtype, device=device)[:, None, None]
+    B = len(alpha)
+    held = {}
+
+    def along_path(X):  # X (B, S, C): every row the same input
+        held["X"] = X[0].detach()
+        held["path"] = (a * X.detach()).requires_grad_(True)  # baseline 0: X' + α(X - X')
+        return held["path"]
+
+    batch = torch.as_tensor([ids], device=device).expand(B, -1)
+    src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
+    with torch.enable_grad(), intervene({f"{stack}.X": along_path}):
+        logits = model(batch, src_ids=None if src is None else src.expand(B, -1))  # (B, T, V)
+    if score == "logprob":
+        logits = torch.log_softmax(logits, dim=-1)
+    rows, f, f0 = [], [], []
+    for i, (t, w) in enumerate(zip(targets, tokens, strict=True)):
+        f_t = logits[:, t, w]  # (B,)
+        (grad,) = torch.autograd.grad(f_t.sum(), held["path"], retain_graph=i + 1 < len(targets))
+        mean_grad = (wts * grad).sum(0)  # ∫ ∂f/∂X dα (IG), or the gradient at X
+        rows.append((held["X"] * mean_grad).sum(-1))  # (S,)
+        f.append(float(f_t[0].detach()))
+        f0.append(float(f_t[1].detach()) if B > 1 else 0.0)
+    scores = torch.stack(rows).detach().to(torch.float64).cpu().numpy()
+    result = InputAttribution(method, stack, targets, tokens, scores, np.array(f))
+    if method == "integrated_gradients":
+        result.f_baseline = np.array(f0)
+        result.completeness = np.abs(scores.sum(-1) - (result.f - result.f_baseline))
+    return result
