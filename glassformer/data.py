@@ -95,8 +95,8 @@ def read_file(path: str | Path) -> str:
         raise DataError(f"{path}: empty file; give a file with text in it")
     if not text.removeprefix("\ufeff").strip():
         raise DataError(
-            f"{path} is empty: only whitespace ({len(text.splitlines())} lines); give a file "
-            "with text"
+            f"{path}: only whitespace ({len(text.splitlines())} lines), empty of text; give a "
+            "file with text"
         )
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import json
 import os
 import shutil
@@ -108,11 +109,15 @@ def write_directory(
 ) -> Path:
     """Write a folder of plain files and safetensors files ({file name: {name: array}})
     atomically: it is built beside `path`, synced, then swapped in."""
+    from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
     with building(path) as tmp:
         for name, arrays in (tensors or {}).items():
-            save_file(arrays, str(tmp / name), metadata=metadata or {"format": "glassformer"})
+            try:
+                save_file(arrays, str(tmp / name), metadata=metadata or {"format": "glassformer"})
+            except SafetensorError as e:  # safetensors reports a full disk as its own error
+                raise OSError(errno.EIO, str(e).removeprefix("Error while serializing: ")) from None
         for name, data in files.items():
             (tmp / name).write_bytes(data)
     return Path(path)

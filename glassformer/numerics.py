@@ -65,7 +65,7 @@ def checked(step: Callable, params: dict, cfg, prompt_len: int, src_ids=None) ->
         if not np.all(np.isfinite(logits)):
             n = len(ids) - prompt_len + 1
             raise NonFiniteError(
-                f"generation stopped at new token {n}: the next-token logits are not finite "
+                f"generation stopped at new token {n}: the next-token logits are non-finite "
                 f"(NaN or inf); {origin(params, cfg, list(ids), src_ids)}"
             )
         return logits

@@ -20,7 +20,7 @@ import numpy as np
 
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.files import check_writable, inside, read_json, write_directory
+from glassformer.files import FileError, check_writable, inside, read_json, write_directory
 
 __all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
 
@@ -91,7 +91,16 @@ def spec(cfg: Config) -> dict[str, tuple[int, ...]]:
 
 
 def n_params(cfg: Config) -> int:
-    return sum(int(np.prod(s)) for s in spec(cfg).values())
+    """The number of weights of spec(cfg), in closed form: instant for any config, however large
+    (a test checks it against the sum over spec)."""
+    return memory_bytes(cfg, itemsize=1) - _tables(cfg)
+
+
+def _tables(cfg: Config) -> int:
+    """Entries of the sinusoidal position tables the PyTorch engine keeps (one per stack)."""
+    if not cfg.positions.startswith("sinusoidal"):
+        return 0
+    return cfg.max_len * cfg.d_model * (int(cfg.has_encoder) + int(cfg.has_decoder))
 
 
 def memory_bytes(cfg: Config, itemsize: int = 8) -> int:
@@ -101,7 +110,7 @@ def memory_bytes(cfg: Config, itemsize: int = 8) -> int:
     C, HD, F, V, L = cfg.d_model, cfg.attn_dim, cfg.d_ff, cfg.vocab_size, cfg.max_len
     attn = 4 * C * HD + (3 * HD + C if cfg.bias else 0)
     ffn = 2 * C * F + (F + C if cfg.bias else 0)
-    positions = L * C if cfg.positions != "none" else 0
+    positions = L * C if cfg.positions != "none" else 0  # a learned table or a sinusoid buffer
     stack = positions + cfg.type_vocab_size * C + (2 * C if cfg.embed_norm else 0)
     stack += 2 * C if cfg.norm == "pre" else 0
     total = 0
@@ -210,8 +219,16 @@ def save(
         tensors[snapshot_file(step)] = _tensors(cfg, snap, dtype)
     files = {CONFIG_FILE: cfg.to_json().encode()}
     if tokenizer is not None:
+        if tokenizer.vocab_size > cfg.vocab_size:
+            raise CheckpointError(
+                f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
+                f"{cfg.vocab_size}; save the model with a tokenizer it can embed"
+            )
         files[TOKENIZER_FILE] = tokenizer.to_json().encode()
-    return write_directory(path, files | (extra or {}), tensors)
+    try:
+        return write_directory(path, files | (extra or {}), tensors)
+    except FileError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
@@ -293,7 +310,9 @@ def load(path: str | Path, dtype=np.float64):
 
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise CheckpointError(f"{path} is a file, not a directory; give a checkpoint directory")
+        raise CheckpointError(
+            f"checkpoint {path} not found: it is a file, not a directory; give a checkpoint folder"
+        )
     if not path.is_dir():
         raise CheckpointError(
             f"checkpoint {path} not found: expected a directory with "

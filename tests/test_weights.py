@@ -457,7 +457,8 @@ TOKENIZERS = {
 def test_tokenizer_round_trip(tmp_path, kind):
     make, texts = TOKENIZERS[kind]
     tok = make()
-    weights.save(tmp_path / "ck", CKPT_CFG, weights.init(CKPT_CFG), tokenizer=tok)
+    cfg = CKPT_CFG.override(f"vocab_size={max(tok.vocab_size, CKPT_CFG.vocab_size)}")
+    weights.save(tmp_path / "ck", cfg, weights.init(cfg), tokenizer=tok)
     assert _listing(tmp_path / "ck") == ["config.json", "model.safetensors", "tokenizer.json"]
     _, _, back = weights.load(tmp_path / "ck")
     assert back is not None
@@ -696,7 +697,7 @@ def test_failed_save_keeps_previous_checkpoint(saved, monkeypatch):
     path, params = saved
     seen = []
     monkeypatch.setattr(safetensors.numpy, "save_file", _failing_save_file(seen))
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError, match="disk full"):  # one clear error, not an OSError
         weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64")
     monkeypatch.undo()
     assert len(seen) == 1
@@ -712,7 +713,7 @@ def test_failed_save_keeps_previous_checkpoint(saved, monkeypatch):
 def test_failed_first_save_leaves_nothing(tmp_path, monkeypatch):
     seen = []
     monkeypatch.setattr(safetensors.numpy, "save_file", _failing_save_file(seen))
-    with pytest.raises(OSError):
+    with pytest.raises(CheckpointError, match="disk full"):
         weights.save(tmp_path / "ck", CKPT_CFG, weights.init(CKPT_CFG))
     assert len(seen) == 1
     assert _listing(tmp_path) == []
@@ -744,8 +745,8 @@ def test_failure_while_swapping_keeps_previous_checkpoint(saved, monkeypatch):
         return real_replace(src, dst)
 
     monkeypatch.setattr(files, "_exchange", lambda a, b: False)
-    monkeypatch.setattr(weights.os, "replace", fake_replace)
-    with pytest.raises(OSError, match="interrupted"):
+    monkeypatch.setattr(files.os, "replace", fake_replace)
+    with pytest.raises(CheckpointError, match="interrupted"):
         weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64")
     monkeypatch.undo()
     assert _listing(path.parent) == ["ck"]
@@ -766,3 +767,25 @@ def test_overwrite_uses_atomic_exchange(saved):
     (scratch / "marker").write_text("a")
     assert files._exchange(scratch, path)  # the real syscall works here
     assert (path / "marker").is_file() and (scratch / "model.safetensors").is_file()
+
+
+def test_n_params_and_memory_in_closed_form_match_spec():
+    """n_params (closed form, instant for any size) equals the sum over spec(cfg) for every
+    option of the parity test, and a billion-layer config is sized without building anything."""
+    import sys
+    import time
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_parity import CASES
+
+    from glassformer.config import PRESETS
+
+    for cfg in [c.values[0] for c in CASES] + list(PRESETS.values()):
+        assert weights.n_params(cfg) == sum(int(np.prod(s)) for s in weights.spec(cfg).values())
+    huge = Config(arch="decoder", n_decoder_layers=10**9, d_model=64, n_heads=4)
+    t0 = time.perf_counter()
+    assert weights.memory_bytes(huge) > 10**9 * 8 * 64 * 64
+    with pytest.raises(CheckpointError, match="GiB"):
+        weights.check_fits(huge)
+    assert time.perf_counter() - t0 < 1

@@ -174,7 +174,7 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
         raise GlassformerError("give --resume (continue) or --overwrite (start again), not both")
     if not out.is_dir() or not any(out.iterdir()):
         raise GlassformerError(
-            f"nothing to resume in {out}: no checkpoint there; start without --resume"
+            f"nothing to resume: {out} not found or empty; start without --resume"
         )
     fixed = {"--preset": args.preset, "--tokenizer": args.tokenizer, "--init": args.init}
     fixed["--vocab-size"] = args.vocab_size

@@ -75,7 +75,7 @@ def from_json(text: str) -> Tokenizer:
     if missing := [k for k in ("kind", "vocab", "specials", "lowercase") if k not in data]:
         raise TokenizerError(f"tokenizer JSON lacks the key {missing[0]!r}; re-save it")
     kind = data["kind"]
-    if kind not in _KINDS:
+    if not isinstance(kind, str) or kind not in _KINDS:
         raise TokenizerError(f"unknown tokenizer kind {kind!r}; use one of {', '.join(_KINDS)}")
     return _KINDS[kind]._from_data(data)
 
