@@ -219,12 +219,12 @@ def save(
         tensors[snapshot_file(step)] = _tensors(cfg, snap, dtype)
     files = {CONFIG_FILE: cfg.to_json().encode()}
     if tokenizer is not None:
+        files[TOKENIZER_FILE] = tokenizer.to_json().encode()
         if tokenizer.vocab_size > cfg.vocab_size:
             raise CheckpointError(
                 f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                 f"{cfg.vocab_size}; save the model with a tokenizer it can embed"
             )
-        files[TOKENIZER_FILE] = tokenizer.to_json().encode()
     try:
         return write_directory(path, files | (extra or {}), tensors)
     except FileError as e:

@@ -578,11 +578,15 @@ def test_bpe_from_json_rejects_bad_input(bpe):
 
 
 def test_bpe_saved_before_loads_unchanged():
-    # The shipped translator's tokenizer was written by an earlier BPETokenizer: it must load as
-    # the same byte-level tokenizer, re-save byte for byte and cut text as it always did.
+    # The first shipped translator's tokenizer (models/en-es until 2026-11-30, kept gzipped in
+    # tests/data) was written by an earlier BPETokenizer: it must load as the same byte-level
+    # tokenizer, re-save byte for byte and cut text as it always did.
+    import gzip
+
     from tokenizers import Tokenizer as HFTokenizer
 
-    text = (_root() / "models" / "en-es" / "tokenizer.json").read_text(encoding="utf-8")
+    saved = _root() / "tests" / "data" / "bpe-tokenizer-2026-11-29.json.gz"
+    text = gzip.decompress(saved.read_bytes()).decode("utf-8")
     tok = from_json(text)
     assert type(tok) is BPETokenizer and tok.kind == "bpe" and tok.vocab_size == 8000
     assert tok.to_json() == text
