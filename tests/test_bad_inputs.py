@@ -480,8 +480,13 @@ add("state", [*RESUME[:3], "{tmp}/empty", *RESUME[4:]], "nothing to resume")
 add("state", [*RESUME, "--set", "d_model=32"], "d_model", setup=_copy("tr"))
 add("state", [*RESUME, "--set", "vocab_size=500"], "vocab_size", setup=_copy("tr"))
 add("state", [*RESUME, "--tokenizer", "char"], "--tokenizer", setup=_copy("tr"))
-add("state", [*RESUME, "--set", "max_steps=3", "--set", "d_model=16"], "max_steps 2 -> 3", code=0,
-    setup=_copy("tr"))  # a training field changes and is said; an unchanged model field is fine
+add(
+    "state",
+    [*RESUME, "--set", "max_steps=3", "--set", "d_model=16"],
+    "max_steps 2 -> 3",
+    code=0,
+    setup=_copy("tr"),
+)  # a training field changes and is said; an unchanged model field is fine
 add("state", [*RESUME[:1], "lm", *RESUME[2:]], "train translate", setup=_copy("tr"))
 
 # overwrite: nothing that exists is replaced without a flag
