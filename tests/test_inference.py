@@ -146,15 +146,16 @@ def test_top_breaks_ties_like_decode():
 
 
 def test_shipped_translator_batched_equals_one_at_a_time():
-    """The float32 translator on the first 100 validation sentences, beam 4: the batched search
-    and the one-sentence search give the same tokens (a float32 near-tie between two
-    candidates could in principle order them differently; none does here)."""
+    """The float32 translator on 100 validation sentences (every 10th: the file is sorted by
+    length), beam 4: the batched search and the one-sentence search give the same tokens (a
+    float32 near-tie between two candidates could in principle order them differently; none
+    does here)."""
     from glassformer.data import read_pairs
 
     folder = Path(__file__).resolve().parents[1] / "models" / "en-es"
     cfg, params, tok = weights.load(folder)
     model = from_params(cfg, params, dtype=torch.float32).eval()
-    srcs = [tok.encode(s)[: cfg.max_len] for s, _ in read_pairs("eng-spa-valid")[:100]]
+    srcs = [tok.encode(s)[: cfg.max_len] for s, _ in read_pairs("eng-spa-valid")[::10]]
     L = cfg.max_len
     got = beam_batch(model, srcs, tok.bos_id, tok.eos_id, 4, L - 1, L, 1.0, tok.pad_id)
     for src, r in zip(srcs, got, strict=True):

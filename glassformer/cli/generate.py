@@ -5,6 +5,8 @@ are the options, the checks on user text, and the printing.
 
 from __future__ import annotations
 
+import sys
+
 from glassformer import inference
 from glassformer.cli.common import bos, decoding_args, encode, load_model, read_text, run_decoding
 from glassformer.errors import GlassformerError
@@ -45,6 +47,12 @@ def add_parsers(sub) -> None:
     tl.add_argument("text", nargs="*", help="sentences to translate")
     tl.add_argument("--input", metavar="FILE", help="a UTF-8 file, one sentence a line")
     tl.add_argument("--beam", type=int, default=4, help="beam width (default 4; 1 = greedy)")
+    tl.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar on stderr even when it is not a terminal (it is shown "
+        "whenever stderr is one)",
+    )
     tl.set_defaults(func=cmd_translate)
 
 
@@ -62,6 +70,7 @@ def cmd_generate(args) -> int:
 
 def cmd_translate(args) -> int:
     import torch
+    from tqdm import tqdm
 
     from glassformer.torch_model import from_params
 
@@ -78,6 +87,11 @@ def cmd_translate(args) -> int:
     for s in sentences:
         encode(tok, s, cfg)
     model = from_params(cfg, params, dtype=torch.float32).eval()
-    for line in inference.translate(model, tok, sentences, beam=args.beam):
-        print(line)
+    show = args.progress or sys.stderr.isatty()
+    # Each translation is printed as soon as it and those before it are known.
+    with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
+        for line in inference.translate_iter(model, tok, sentences, beam=args.beam):
+            with bar.external_write_mode():
+                print(line, flush=True)
+            bar.update()
     return 0
