@@ -2,7 +2,8 @@
 
 The sentence-level layer between the engines and the programs that use them (the CLI, training's
 evaluation, the explorer): choose an engine's step function, run a decoding strategy over it,
-translate sentences (batched greedy with one shared KV cache, or beam search), embed and classify.
+translate sentences (batched greedy, or batched beam search: many sentences' hypotheses in one
+shared KV cache, each sentence searched by its own `decode.Beam`), embed and classify.
 `decode.py` below it knows nothing of engines; this module joins the two.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths
