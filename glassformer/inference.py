@@ -118,11 +118,8 @@ def translate_iter(
             chunk = order[b0 : b0 + batch_size]
             batch = [srcs[i] for i in chunk]
             if beam > 1:
-                results = beam_batch(
-                    model, batch, tok.bos_id, tok.eos_id, beam, limit - 1, limit,
-                    length_penalty, pad,
-                )  # fmt: skip
-                outs = [r.ids[1:] for r in results]
+                args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
+                outs = [r.ids[1:] for r in beam_batch(model, batch, *args)]
             else:
                 outs = greedy_batch(model, batch, pad, tok.bos_id, tok.eos_id, limit - 1)
             done.update(zip(chunk, outs, strict=True))
