@@ -5,6 +5,8 @@ are the options, the checks on user text, and the printing.
 
 from __future__ import annotations
 
+import sys
+
 from glassformer import inference
 from glassformer.cli.common import (
     bos,
@@ -58,6 +60,12 @@ def add_parsers(sub) -> None:
         default=4,
         help="beam width (default 4; 1 = greedy)",
     )
+    tl.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar on stderr even when it is not a terminal (it is shown "
+        "whenever stderr is one)",
+    )
     tl.set_defaults(func=cmd_translate)
 
 
@@ -75,6 +83,7 @@ def cmd_generate(args) -> int:
 
 def cmd_translate(args) -> int:
     import torch
+    from tqdm import tqdm
 
     from glassformer.torch_model import from_params
 
@@ -99,7 +108,14 @@ def cmd_translate(args) -> int:
     for s in sentences:
         encode(tok, s, cfg)
     model = from_params(cfg, params, dtype=torch.float32).eval()
-    out = iter(inference.translate(model, tok, sentences, beam=args.beam))
-    for line in lines:  # a blank input line gives a blank output line: outputs stay aligned
-        print(next(out) if line.strip() else "")
+    show = args.progress or sys.stderr.isatty()
+    # Each translation is printed as soon as it and those before it are known; a blank input
+    # line gives a blank output line, so that outputs stay aligned with inputs.
+    translations = inference.translate_iter(model, tok, sentences, beam=args.beam)
+    with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
+        for line in lines:
+            text = next(translations) if line.strip() else ""
+            with bar.external_write_mode():
+                print(text, flush=True)
+            bar.update(bool(line.strip()))
     return 0
