@@ -19,10 +19,11 @@ from glassformer import reference as R
 from glassformer.errors import GlassformerError
 
 
-def step_function(engine: str, cfg, params, src):
+def step_function(engine: str, cfg, params, src, window: bool = False):
     """Next-token logits from the chosen engine (torch with its KV cache when available).
 
     engine: "auto" (torch if installed, else the reference engine), "torch" or "reference".
+    window: a decoder reads only the last max_len ids (a sliding window past its context).
     """
     if engine in ("auto", "torch"):
         try:
@@ -33,8 +34,8 @@ def step_function(engine: str, cfg, params, src):
                     "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
                 ) from None
         else:
-            return torch_model.step_fn(torch_model.from_params(cfg, params), src)
-    return R.next_token_logits(params, cfg, src)
+            return torch_model.step_fn(torch_model.from_params(cfg, params), src, window=window)
+    return R.next_token_logits(params, cfg, src, window=window)
 
 
 def run_decoding(
