@@ -526,8 +526,8 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bo
     new token on a copy of that sequence's cache (beam hypotheses share their parents' caches;
     cached tensors are never modified in place). Otherwise the whole prefix is computed.
     window: past max_len ids, only the last max_len are read, at positions 0 .. max_len-1 (a
-    sliding window). Every token's position then changes at each step, so no cached key or value
-    holds: the window is computed afresh (and the stale caches dropped).
+    sliding window); as every position then moves at each step, no cached key or value holds:
+    the window is computed afresh (the stale caches dropped).
     """
     device = next(model.parameters()).device
     src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
@@ -537,12 +537,11 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bo
     @torch.no_grad()
     def step(ids: list[int]):
         ids = [int(i) for i in ids]
-        if window and len(ids) > L:
+        slid = window and len(ids) > L
+        if slid:
             caches.clear()
             ids = ids[-L:]
-            logits = model(torch.as_tensor([ids], device=device), src_ids=src, last_only=True)
-            return logits[0, -1].to(torch.float64).cpu().numpy()
-        if not use_cache:
+        if not use_cache or slid:
             logits = model(torch.as_tensor([ids], device=device), src_ids=src, last_only=True)
             return logits[0, -1].to(torch.float64).cpu().numpy()
         parent = caches.get(tuple(ids[:-1]))
