@@ -218,6 +218,11 @@ def test_options_may_come_among_positional_arguments(capsys, models):
     assert a == b == c and a[0] == 0
 
 
+def test_an_option_after_double_dash_is_text_and_the_error_says_so(capsys, models):
+    code, _, err = run(capsys, "generate", models / "hello", "--", "hi", "--max-new-tokens", "2")
+    assert code == 2 and "--max-new-tokens came after '--'" in one_error(err)
+
+
 def test_translate_takes_options_between_sentences(capsys, tmp_path):
     pytest.importorskip("torch")
     ck = tmp_path / "hello"

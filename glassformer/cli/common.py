@@ -111,6 +111,8 @@ class Parser(argparse.ArgumentParser):
         if unknown:
             options = [o for a in self._actions for o in a.option_strings]
             for arg in unknown[1].split():
+                if arg.split("=")[0] in options:
+                    return f"; {arg} came after '--', which makes everything after it text"
                 if arg.startswith("-") and (hint := did_you_mean(arg.split("=")[0], options)):
                     return hint
         return ""
