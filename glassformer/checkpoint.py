@@ -72,6 +72,7 @@ def save_checkpoint(
         dtype="float32",
         extra=extra,
         snapshots=snapshots,
+        labels=task.labels,
     )
 
 

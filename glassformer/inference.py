@@ -22,10 +22,11 @@ from glassformer import reference as R
 from glassformer.errors import GlassformerError
 
 
-def step_function(engine: str, cfg, params, src):
+def step_function(engine: str, cfg, params, src, window: bool = False):
     """Next-token logits from the chosen engine (torch with its KV cache when available).
 
     engine: "auto" (torch if installed, else the reference engine), "torch" or "reference".
+    window: a decoder reads only the last max_len ids (a sliding window past its context).
     """
     if engine in ("auto", "torch"):
         try:
@@ -36,8 +37,8 @@ def step_function(engine: str, cfg, params, src):
                     "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
                 ) from None
         else:
-            return torch_model.step_fn(torch_model.from_params(cfg, params), src)
-    return R.next_token_logits(params, cfg, src)
+            return torch_model.step_fn(torch_model.from_params(cfg, params), src, window=window)
+    return R.next_token_logits(params, cfg, src, window=window)
 
 
 def run_decoding(
@@ -281,6 +282,38 @@ def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarra
     valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in ids])
     with torch.no_grad():
         return sentence_embeddings(model, batch, valid).double().numpy()
+
+
+def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64):
+    """Each sequence's probability of every class (N, n_classes) from an encoder classifier: the
+    reference engine in float64, or the torch engine in float32, batched with padding (its
+    logits softmaxed in float64). engine "auto": torch if installed, else the reference."""
+    if engine == "auto":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            engine = "reference"
+    if engine == "reference":
+        return np.stack([R.softmax(R.classify(params, cfg, x)) for x in ids])  # (N, n_classes)
+    try:
+        import torch
+    except ImportError:
+        raise GlassformerError(
+            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
+            "or use --engine reference"
+        ) from None
+    from glassformer.torch_model import from_params
+
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(ids), batch_size):
+            part = ids[i : i + batch_size]
+            T = max(len(x) for x in part)
+            batch = torch.tensor([x + [0] * (T - len(x)) for x in part])
+            valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in part])
+            out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
+    return R.softmax(np.concatenate(out))
 
 
 def classify(model, tok, sentences: list[str]) -> list[int]:

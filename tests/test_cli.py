@@ -272,7 +272,7 @@ def test_numpy_parts_work_without_torch(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "codes [0, 0, 0, 0, 0, 2]" in r.stdout
-    assert "--engine torch needs PyTorch" in r.stderr
+    assert "--engine torch (the default) needs PyTorch" in r.stderr
 
 
 def test_translate_input_as_people_write_it(capsys, tmp_path):

@@ -10,6 +10,7 @@ import sys
 from glassformer import inference
 from glassformer.cli.common import (
     bos,
+    choose_strategy,
     decoding_args,
     encode,
     integer,
@@ -33,7 +34,8 @@ def add_parsers(sub) -> None:
         "--max-new-tokens",
         type=integer("--max-new-tokens", 1, says="at least 1"),
         default=None,
-        help="stop after this many tokens (default: up to max_len)",
+        help="stop after this many new tokens (default: the model's max_len); a decoder "
+        "slides over its context (the last max_len tokens), an encoder-decoder stops at max_len",
     )
     g.add_argument(
         "--engine",
@@ -70,13 +72,15 @@ def add_parsers(sub) -> None:
 
 
 def cmd_generate(args) -> int:
+    choose_strategy(args)
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
-    ids = encode(tok, args.text, cfg)
+    window = cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
+    ids = encode(tok, args.text, cfg, window=window)
     src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
-    step = inference.step_function(args.engine, cfg, params, src)
-    out = run_decoding(args, step, prompt, tok, cfg, params, src).ids
+    step = inference.step_function(args.engine, cfg, params, src, window=window)
+    out = run_decoding(args, step, prompt, tok, cfg, params, src, window=window).ids
     print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
 

@@ -4,12 +4,14 @@
 data of the large matrices as JSON in a `<script type="application/json">` block. It opens from
 disk and loads nothing from anywhere. Its sections, each present when the trace has what it shows:
 
+    tokens      how the input was split into tokens (each readable, over its id)
     story       the narrated steps (those with a note), in order
     overflow    naive vs stable softmax vs residual + LayerNorm, per block (`overflow.*.max_abs`)
     scaling     ÷√c vs ÷30 (`head1.A` vs `div30.head1.A`)
     attention   every attention map, tokens on both axes, a picker for site / layer / head
     generation  each decoding step's most likely next tokens
     steps       every step in order: name, equation, shape with its sizes, values
+    result      what the model made of the input: the output text, a class, an embedding
 
 Matrices up to SMALL x SMALL are numeric tables written here (the exact value in each cell's
 title), and so are small tensors of 3 or more axes, as up to SMALL such matrices each under its
@@ -47,9 +49,11 @@ from glassformer.explain.html_pieces import (
     heatmap_data,
     overflow_svg,
     reduced_note,
+    result_html,
     shape_text,
     table,
     token_chips,
+    tokens_table,
 )
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
 from glassformer.tokenizer.display import display_token
@@ -86,6 +90,8 @@ def render_html(
     heads: list[int] | None = None,
     max_bytes: int = MAX_BYTES,
     token_kind: str | None = None,
+    tokens: dict[str, dict] | None = None,
+    result: dict | None = None,
 ) -> str:
     """The trace as one self-contained HTML document of at most `max_bytes` bytes.
 
@@ -94,13 +100,15 @@ def render_html(
     generation: a `decode.Generation` or `decode.BeamResult` to explain step by step;
     layers, heads: show only these blocks and heads of the model; token_kind: the tokenizer's
     kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
-    visible only).
+    visible only); tokens: {stack: {"what", "ids", "pieces"}}, how the input was split, shown
+    first; result: {"summary", ...}, what the model made of it, shown last.
     """
     steps = select_steps(trace, layers, heads)
     shrink: dict[str, str] = {}
     for _ in range(3):
         page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
-        doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads))
+        told = {"tokens": tokens, "result": result}
+        doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads), told)
         size = len(doc.encode("utf-8"))
         if size <= max_bytes:
             return doc
@@ -154,14 +162,18 @@ class _Page:
             return ~mask
         return None
 
-    def document(self, steps, title, meta, generation, selection) -> str:
+    def document(self, steps, title, meta, generation, selection, told) -> str:
+        tokens = told.get("tokens") or {}
+        result = told.get("result")
         sections = [
+            ("tokens", "The input, as tokens", self.tokens(tokens)),
             ("story", "The story", self.story(steps)),
             ("overflow", "Why softmax needs care: overflow", self.overflow(steps)),
             ("scaling", "÷√c or ÷30: how scaling shapes attention", self.scaling(steps)),
             ("attention", "Attention maps", self.attention_section(steps)),
             ("generation", "Generation, step by step", self.generation(steps, generation)),
             ("steps", "Every step, following the data", self.every_step(steps)),
+            ("result", "The result", result_html(result) if result else ""),
         ]
         sections = [(i, h, body) for i, h, body in sections if body]
         nav = " ".join(f'<a href="#gf-{i}">{esc(h)}</a>' for i, h, _ in sections)
@@ -310,6 +322,11 @@ class _Page:
         return "".join(parts)
 
     # -- sections ------------------------------------------------------------------------------
+
+    def tokens(self, tokens: dict[str, dict]) -> str:
+        return "".join(
+            tokens_table(t["what"], self.readable(t["pieces"]), t["ids"]) for t in tokens.values()
+        )
 
     def story(self, steps) -> str:
         told = [s for s in steps if s.note]

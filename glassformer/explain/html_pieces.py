@@ -1,9 +1,9 @@
 """Pieces of the HTML report, each a pure function from values to an HTML string (or to a
 heatmap's embedded data): escaped text, labelled numeric tables tinted by value (masked scores
 hatched, as −∞), heatmap data (float16, base64; a masked score is −∞ there too) and its
-downsampling, token chips, one decoding step's top tokens, the overflow plot as SVG. The page
-that puts them together is `html.py`; `rgb` here and `rgb` in `assets/report.js` are the same
-colour scale.
+downsampling, token chips, the input's tokens with their ids, one decoding step's top tokens,
+the result, the overflow plot as SVG. The page that puts them together is `html.py`; `rgb` here
+and `rgb` in `assets/report.js` are the same colour scale.
 """
 
 from __future__ import annotations
@@ -165,6 +165,31 @@ def downsample(v: np.ndarray, rows, cols, hidden=None):
 
 def token_chips(words) -> str:
     return "".join(f'<span class="tok">{esc(w)}</span>' for w in words)
+
+
+def tokens_table(what: str, words, ids) -> str:
+    """How the input was split: each readable token over its id, in a row that wraps."""
+    cells = "".join(
+        f"<span class='tokid'>{token_chips([w])}<small>{i}</small></span>"
+        for w, i in zip(words, ids, strict=True)
+    )
+    n = len(ids)
+    return f"<p>{esc(what)}: {n} token{'s' * (n != 1)}</p><div class='tokens'>{cells}</div>"
+
+
+def result_html(result: dict) -> str:
+    """The report's last words: the summary, a classifier's probability of every class, an
+    embedding's values."""
+    out = f"<p class='result'>{esc(result['summary'])}</p>"
+    probs = result.get("probabilities")
+    if probs:
+        out += table(np.array([list(probs.values())]), ["p"], list(probs))
+    vector = result.get("embedding")
+    if vector is not None:
+        shown = min(len(vector), 16)
+        out += f"<p class='shape'>its first {shown} of {len(vector)} values</p>"
+        out += table(np.asarray(vector, dtype=np.float64)[None, :shown], ["embedding"])
+    return out
 
 
 def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") -> str:
