@@ -365,11 +365,14 @@ def encode(tok, text: str, cfg, room: int = 0, window: bool = False) -> list[int
     return ids
 
 
-def run_decoding(args, step, prompt: list[int], tok, cfg, params, src=None, window=False):
+def run_decoding(
+    args, step, prompt: list[int], tok, cfg, params, src=None, window=False, quiet=False
+):
     """Greedy, sampling or beam search as the decoding options say (`choose_strategy` first): a
     Generation or BeamResult. Non-finite logits stop it with one line naming where they start.
     window: the step function slides over a decoder's context, so only --max-new-tokens bounds
-    the length; otherwise the decoder's max_len does too. A note says why generation stopped."""
+    the length; otherwise the decoder's max_len does too. A note says why generation stopped
+    (unless quiet: a second generation of the same report)."""
     from glassformer import numerics
 
     max_new = max_new_tokens(args, cfg)
@@ -394,6 +397,8 @@ def run_decoding(args, step, prompt: list[int], tok, cfg, params, src=None, wind
         length_penalty=args.length_penalty,
     )
     ids = result.ids
+    if quiet:
+        return result
     if window and len(ids) > cfg.max_len:
         note(
             f"the text is longer than the model's context of {cfg.max_len} tokens: each next "

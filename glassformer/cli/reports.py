@@ -8,6 +8,7 @@ import sys
 
 from glassformer import files
 from glassformer import reference as R
+from glassformer.cli import touch
 from glassformer.cli.common import (
     SEED,
     bos,
@@ -97,6 +98,7 @@ def add_parsers(sub) -> None:
     )
     decoding_args(e)
     report_args(e)
+    touch.add_arguments(e)
     e.set_defaults(func=cmd_explain)
 
 
@@ -204,6 +206,8 @@ def cmd_explain(args) -> int:
         },
         "result": explain_result(args, cfg, params, tok, out, tokens, gen, n_prompt),
     }
+    if args.ablate or args.patch_from:
+        told["interventions"] = _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt)
     kind = display_kind(tok)
     html = dict(
         title=f"glassformer explain: “{args.text}”",
@@ -212,7 +216,7 @@ def cmd_explain(args) -> int:
         params=params,
         generation=gen,
         token_kind=kind,
-        **told,
+        **{k: v for k, v in told.items() if k != "interventions"},
     )
     shown = _only(_select(trace, layers, heads), args.only)
     readable = {k: display_tokens(v, kind) for k, v in shown.labels.items()}
@@ -221,13 +225,42 @@ def cmd_explain(args) -> int:
 
     def text() -> str:
         steps = render(shown, token_kind=kind)
-        return "\n\n".join(
-            [render_tokens(told["tokens"], kind), steps, render_result(told["result"])]
-        )
+        parts = [render_tokens(told["tokens"], kind), steps, render_result(told["result"])]
+        if "interventions" in told:
+            parts.append(touch.render(told["interventions"]))
+        return "\n\n".join(parts)
 
     data = {**told, **shown.to_dict(), "labels_readable": readable}
     _write_reports(_only(trace, args.only), args, layers, heads, data=data, text=text, html=html)
     return 0
+
+
+def _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt) -> dict:
+    """--ablate and --patch-from: the run beside the same run intervened on."""
+    if cfg.arch == "encoder":
+        raise GlassformerError(
+            "--ablate and --patch-from compare predicted tokens: this encoder predicts none; use "
+            "a decoder or an encoder-decoder model"
+        )
+    src = ids if cfg.arch == "encoder-decoder" else None
+    dec = tokens["decoder"][1]
+    out = {}
+    if args.ablate:
+        again = None
+        if gen is not None:
+            prompt = dec[:n_prompt]
+
+            def redo(step):
+                return run_decoding(args, step, prompt, tok, cfg, params, src, quiet=True)
+
+            again = touch.regenerator(cfg, params, tok, src, prompt, redo)
+        out["ablation"] = touch.ablation(args, cfg, params, tok, src, dec, again)
+    if args.patch_from:
+        room = 1 if cfg.arch == "encoder-decoder" else 0
+        out["patching"] = touch.patching(
+            args, cfg, params, tok, src, dec, lambda text: encode(tok, text, cfg, room=room)
+        )
+    return out
 
 
 def _check_explain_options(args, cfg) -> None:
