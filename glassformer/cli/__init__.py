@@ -27,12 +27,12 @@ One module per command family, each adding its subcommands with `add_parsers(sub
 
 from __future__ import annotations
 
-from glassformer.cli import checkpoints, generate, reports, training
+from glassformer.cli import checkpoints, generate, reports, serve, training
 from glassformer.cli.common import EXIT_USAGE, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, generate, training, checkpoints)
+FAMILIES = (reports, generate, training, checkpoints, serve)
 
 
 def main(argv: list[str] | None = None) -> int:

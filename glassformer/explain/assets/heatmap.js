@@ -143,8 +143,8 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
     canvas.style.height = R * ch + "px";
     const masked = paint(canvas, v, R, C, m);
     if (masked) canvas.className = "masked";
-    const cell = e => [Math.min(R - 1, Math.floor(e.offsetY / ch)),
-      Math.min(C - 1, Math.floor(e.offsetX / cw))];
+    const cell = e => [Math.max(0, Math.min(R - 1, Math.floor(e.offsetY / ch))),
+      Math.max(0, Math.min(C - 1, Math.floor(e.offsetX / cw)))];
     canvas.addEventListener("mousemove", e => {
       const [i, j] = cell(e);
       showTip(tip, e, tipText(m, i, j, v[i * C + j]));
