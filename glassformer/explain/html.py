@@ -125,12 +125,16 @@ def step_renderer(
     token_kind: str | None = None,
     exact: bool = True,
     tile_cells: int | None = None,
+    readable_vocab: list[str] | None = None,
 ):
     """The report's cards one at a time, for the live explorer: `.card(step)` is a step's HTML
     (as in the report), `.maps` collects the heatmap data its `<div class="hm">` elements name;
     `.labels(step)` its axis labels; `.masked(step)` its masked scores. exact: float32 heatmaps;
-    tile_cells: a step's map of more cells is sent as its size only (`"tiled": step name`)."""
-    return _Page(trace, vocab, params, {}, MAX_BYTES, token_kind, exact, tile_cells)
+    tile_cells: a step's map of more cells is sent as its size only (`"tiled": step name`);
+    readable_vocab: `vocab` already made readable (a big vocabulary is made so once)."""
+    page = _Page(trace, None, params, {}, MAX_BYTES, token_kind, exact, tile_cells)
+    page.vocab = readable_vocab if readable_vocab is not None else page.readable(vocab)
+    return page
 
 
 def _selection(layers, heads) -> str:

@@ -202,8 +202,8 @@ class Explorer:
         if isinstance(m, Fixed):
             return step_renderer(run.trace, tile_cells=TILE_CELLS)
         return step_renderer(
-            run.trace, vocab=m.tok.vocab, params=m.params, token_kind=m.token_kind,
-            tile_cells=TILE_CELLS,
+            run.trace, params=m.params, token_kind=m.token_kind, tile_cells=TILE_CELLS,
+            readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
         )  # fmt: skip
 
     def _step(self, run, body: dict):

@@ -43,7 +43,7 @@ class Model:
     family: str | None = None  # the Hugging Face model_type when it came from such a folder
     path: Path | None = None
     _torch: object = None
-    _hf: object = None
+    _made: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def torch_model(self):
@@ -61,13 +61,12 @@ class Model:
             return self._torch or None
 
     def cached(self, name: str, make: Callable):
-        """A per-model object made once (e.g. the Hugging Face model of the fidelity badge)."""
+        """A per-model object made once (the Hugging Face model of the fidelity badge, the
+        vocabulary made readable)."""
         with self._lock:
-            if self._hf is None:
-                self._hf = {}
-            if name not in self._hf:
-                self._hf[name] = make()
-            return self._hf[name]
+            if name not in self._made:
+                self._made[name] = make()
+            return self._made[name]
 
 
 @dataclass

@@ -153,6 +153,8 @@
     state.stepInput = null;
     state.ablated.clear();
     state.gen = null;
+    state.neuronAt = null;
+    $("neuron").hidden = true;
     $("gen-out").replaceChildren(); $("gen-step-view").replaceChildren(); $("beam").replaceChildren();
     $("stepper").hidden = true;
     $("intervention").replaceChildren();
@@ -212,6 +214,9 @@
   async function update() {
     const seq = ++state.seq, typedAt = state.typedAt;
     state.typedAt = null;
+    const superseded = () => {  // a newer update runs: it measures from this key press
+      if (typedAt !== null && (state.typedAt === null || state.typedAt > typedAt)) state.typedAt = typedAt;
+    };
     app.classList.add("busy");
     status("running…");
     let run;
@@ -221,14 +226,14 @@
       if (seq === state.seq) { problem(e.message); status(""); app.classList.remove("busy"); }
       return;
     }
-    if (seq !== state.seq) return;
+    if (seq !== state.seq) return superseded();
     problem(null);
     state.run = run;
     renderTokens(run);
     renderOutput(run);
     setupPickers(run);
     await drawAttention(seq);
-    if (seq !== state.seq) return;
+    if (seq !== state.seq) return superseded();
     app.classList.remove("busy");
     const n = Object.values(run.tokens).map(t => t.length).join(" + ");
     status(run.n_steps + " steps recorded · " + (n || 0) + " tokens · model ran in " +
@@ -340,7 +345,9 @@
     drawMaps(box, a.maps, name, a.neuron ? (i, j) => neuron(name, i, j) : null);
     box.dataset.name = name;
     if ($("all-heads").checked) await headsGrid(seq); else $("heads-grid").hidden = true;
-    if (!$("neuron").hidden && state.neuronAt) neuron(name, ...state.neuronAt);
+    const [i, j] = state.neuronAt || [-1, -1];  // the same cell of the new map, if it has one
+    if (!$("neuron").hidden && a.neuron && i < a.shape[0] && j < a.shape[1]) neuron(name, i, j);
+    else $("neuron").hidden = true;
   }
   const attExports = $("tab-attention").querySelector(".picker .exports");
   attExports.replaceWith(exportButtons(() => state.mapData, () => (state.mapName || "map").replace(/[^\w.-]+/g, "_")));

@@ -294,7 +294,7 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
     return out.join("");
   }
   function exportSVG(m, name, title) {
-    download(name + ".svg", new Blob([svg(m, title)], { type: "image/svg+xml" }));
+    api.download(name + ".svg", new Blob([svg(m, title)], { type: "image/svg+xml" }));
   }
   // PNG: the SVG rasterised (so both files show the same picture).
   function svgToPNG(text, name) {
@@ -307,14 +307,16 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
       ctx.fillStyle = "#fff";
       ctx.fillRect(0, 0, c.width, c.height);
       ctx.drawImage(img, 0, 0);
-      c.toBlob(b => download(name + ".png", b), "image/png");
+      c.toBlob(b => api.download(name + ".png", b), "image/png");
     };
     img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(text);
   }
   function exportPNG(m, name, title) { svgToPNG(svg(m, title), name); }
 
-  return {
+  // Exports go through api.download, so that a page (or a test) can take the files itself.
+  const api = {
     half, values, rgb, fmt, cells, reserve, draw, drawTiled, svg, exportSVG, exportPNG,
     svgToPNG, svgNamespace, download, fill, unique, MIN_CELL,
   };
+  return api;
 })();
