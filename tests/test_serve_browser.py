@@ -41,8 +41,15 @@ PROMPT = "ROMEO: But soft"
 
 
 @pytest.fixture(scope="module")
-def server():
-    explorer = Explorer(Registry([CHAR_LM, EN_ES]))
+def wide_dir(tmp_path_factory):
+    from test_serve import wide_checkpoint
+
+    return wide_checkpoint(tmp_path_factory.mktemp("wide") / "wide")
+
+
+@pytest.fixture(scope="module")
+def server(wide_dir):
+    explorer = Explorer(Registry([CHAR_LM, EN_ES, wide_dir]))
     srv, sock, url = make_server(explorer, "127.0.0.1", 0)
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
@@ -66,15 +73,17 @@ def until(driver, script: str, *args, timeout: float = 60):
         time.sleep(0.05)
 
 
-def shot(driver, tmp_path: Path, name: str, element_id: str | None = None) -> None:
+def shot(driver, tmp_path: Path, name: str, element_id: str | None = None, above: int = 8):
     if element_id:
         driver.execute_script(
             "const e = document.getElementById(arguments[0]);"
-            "window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - 8);",
+            "window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - arguments[1]);",
             element_id,
+            above,
         )
     else:
         driver.execute_script("window.scrollTo(0, 0)")
+    driver.execute_script("document.querySelector('.gf-tip').hidden = true")
     time.sleep(0.2)
     path = tmp_path / name
     assert driver.save_screenshot(str(path)) and path.stat().st_size > 10_000
@@ -223,7 +232,7 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
 
     driver.find_element(By.CSS_SELECTOR, "[data-tab=attention]").click()
     shot(driver, tmp_path, "explorer-attention.png")
-    shot(driver, tmp_path, "explorer-neuron.png", "heads-grid")
+    shot(driver, tmp_path, "explorer-neuron.png", "neuron", above=420)
 
     # Generation: sampling with seed 1; the temperature slider moved with the keyboard.
     driver.find_element(By.CSS_SELECTOR, "[data-tab=generate]").click()
@@ -301,4 +310,61 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
     mean = np.mean([step3[f"decoder.2.cross_attn.head{h}.A"][-1] for h in range(4)], axis=0)
     np.testing.assert_allclose(weights, mean, atol=1e-12)
     shot(driver, tmp_path, "explorer-translate.png", "tab-generate")
+    no_errors_and_nothing_leaves(driver, server)
+
+
+def test_a_large_matrix_is_drawn_tile_by_tile_as_it_scrolls(browser, server, wide_dir, tmp_path):  # noqa: F811
+    """Logits of 16 x 20,000: the page holds only their size and fetches the window in view."""
+    driver = need(browser)
+    text = "abcdefgh ijklmno"
+    cfg, params, tok = loading.load(wide_dir)
+    with tracing() as trace:
+        R.forward(params, cfg, tok.encode(text))
+    logits = trace["logits"]
+    driver.set_window_size(1280, 1000)
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get("about:blank")  # a new page, not only a new #fragment of the same one
+    driver.get(server + "#model=wide&text=" + text)
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.find_element("css selector", "[data-tab=steps]").click()
+    until(driver, "return document.querySelector('#steps article[data-name=logits]')")
+    driver.execute_script(
+        "document.querySelector('#steps article[data-name=logits]').scrollIntoView()"
+    )
+    until(driver, "const c = document.getElementById('step-logits');"
+          "return c && c.querySelector('.hm[data-tile]')")  # fmt: skip
+    geometry = """const box = document.querySelector('#step-logits .hm-box');
+        const sizer = box.querySelector('.hm-sizer'), c = sizer.querySelector('canvas');
+        return {sizer: sizer.getBoundingClientRect().width, columns: c.width, rows: c.height,
+                tile: box.parentElement.dataset.tile};"""
+    first = driver.execute_script(geometry)
+    assert first["sizer"] == 20_000 * 8  # every column has its place, 8 px each
+    assert first["columns"] < 400 and first["rows"] == 16  # only the columns in view are drawn
+
+    def hover(i: int, j: int) -> float:
+        text = driver.execute_script(
+            """const s = document.querySelector('#step-logits .hm-sizer');
+            const b = s.getBoundingClientRect(), w = b.width / 20000, h = b.height / 16;
+            s.dispatchEvent(new MouseEvent('mousemove', {clientX: b.left + (arguments[1] + 0.5)
+              * w, clientY: b.top + (arguments[0] + 0.5) * h}));
+            return document.querySelector('.gf-tip').textContent;""",
+            i,
+            j,
+        )
+        return float(text.rsplit(": ", 1)[1])
+
+    assert hover(3, 10) == pytest.approx(logits[3, 10], rel=1e-6, abs=1e-7)
+    driver.execute_script("document.querySelector('#step-logits .hm-box').scrollLeft = 152000")
+    until(driver, "return document.querySelector('#step-logits .hm').dataset.tile"
+          " !== arguments[0]", first["tile"])  # fmt: skip
+    moved = driver.execute_script(geometry)
+    c0 = int(moved["tile"].split(",")[2])
+    assert 18_000 < c0 < 19_000 and moved["columns"] < 400
+    driver.execute_script(
+        "document.querySelector('#step-logits').scrollIntoView();"
+        "document.querySelector('#step-logits .hm-box').scrollLeft = 152000"
+    )
+    assert hover(11, 19_050) == pytest.approx(logits[11, 19_050], rel=1e-6, abs=1e-7)
+    shot(driver, tmp_path, "explorer-steps.png", "step-logits")
     no_errors_and_nothing_leaves(driver, server)

@@ -377,6 +377,7 @@
     state.neuronAt = [i, j];
     let n;
     try { n = await post("neuron", input({ name, i, j })); } catch (e) { problem(e.message); return; }
+    if (state.neuronAt[0] !== i || state.neuronAt[1] !== j || state.mapName !== name) return;
     const panel = $("neuron");
     panel.hidden = false;
     const m = matrixOf([n.q, n.k, n.product], ["q", "k", "q×k"], n.q.map((_, d) => String(d)));
@@ -675,10 +676,13 @@
       if (!$("patch-text").value.trim()) { box.replaceChildren(el("p", { class: "sub", text: "Type a second prompt to patch from." })); return; }
       body.patch_text = $("patch-text").value;
     }
-    const seq = state.seq;
+    const seq = state.seq, mine = state.ivSeq = (state.ivSeq || 0) + 1;
     let r;
-    try { r = await post("intervene", body); } catch (e) { box.replaceChildren(el("p", { class: "problem", text: e.message })); return; }
-    if (seq !== state.seq) return;
+    try { r = await post("intervene", body); } catch (e) {
+      if (mine === state.ivSeq) box.replaceChildren(el("p", { class: "problem", text: e.message }));
+      return;
+    }
+    if (seq !== state.seq || mine !== state.ivSeq) return;  // a newer choice of heads is coming
     const names = r.heads.map(h => h.stack + "." + h.layer + "." + h.kind + ".head" + h.head).join(", ");
     const what = { zero: "zero-ablated", mean: "mean-ablated", patch: "patched from the second prompt" }[change];
     if (r.kind === "embedding") {
@@ -728,11 +732,12 @@
   }
   async function compare() {
     if (!state.run) return;
-    const seq = state.seq, bModel = $("model-b").value, bText = $("text-b").value || state.text;
+    const seq = state.seq, mine = state.cmpSeq = (state.cmpSeq || 0) + 1;
+    const bModel = $("model-b").value, bText = $("text-b").value || state.text;
     const a = pane("A: " + state.model + " · " + JSON.stringify(state.text), input(), state.mapName, state.site, state.layer, state.head);
     const b = pane("B: " + bModel + " · " + JSON.stringify(bText), { model: bModel, text: bText }, state.mapName, state.site, state.layer, state.head);
     const panes = await Promise.all([a, b]);
-    if (seq !== state.seq) return;
+    if (seq !== state.seq || mine !== state.cmpSeq) return;  // a newer comparison is coming
     $("compare").replaceChildren(...panes);
   }
 

@@ -182,7 +182,12 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
     sizer.append(canvas);
     const f = frame(el, m, cw, ch, sizer, opts);
     if (m.cols) { f.cols.classList.add("hm-virtual"); f.cols.style.width = C * cw + "px"; }
-    if (m.rows) { f.rows.classList.add("hm-virtual"); f.rows.style.height = R * ch + "px"; }
+    if (m.rows) {
+      f.rows.classList.add("hm-virtual");
+      f.rows.style.height = R * ch + "px";
+      const longest = m.rows.reduce((n, r) => Math.max(n, String(r).length), 1);
+      f.rows.style.width = Math.min(10, 0.7 * longest + 0.6) + "em";  // as wide as the labels
+    }
     f.legend.textContent = legendText(m, m.masked, true) + " · drawn as you scroll";
     let tile = null, pending = 0, wanted = "";
     function labels(strip, list, a, b, size, vertical) {
