@@ -49,7 +49,8 @@ def wide_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(wide_dir):
-    explorer = Explorer(Registry([CHAR_LM, EN_ES, wide_dir]))
+    shown = [os.path.relpath(CHAR_LM), os.path.relpath(EN_ES)]  # as a user types them
+    explorer = Explorer(Registry([*shown, wide_dir]))
     srv, sock, url = make_server(explorer, "127.0.0.1", 0)
     thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

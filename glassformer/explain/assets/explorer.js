@@ -155,6 +155,7 @@
     state.gen = null;
     state.neuronAt = null;
     $("neuron").hidden = true;
+    $("latency").textContent = "";
     $("gen-out").replaceChildren(); $("gen-step-view").replaceChildren(); $("beam").replaceChildren();
     $("stepper").hidden = true;
     $("intervention").replaceChildren();
