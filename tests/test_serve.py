@@ -54,6 +54,19 @@ def wide_checkpoint(folder: Path) -> Path:
     return folder
 
 
+def gpt2_folder(folder: Path) -> Path:
+    """A tiny Hugging Face GPT-2 folder (random weights, a BPE tokenizer.json)."""
+    import transformers
+
+    from glassformer.tokenizer import BPETokenizer
+
+    config = transformers.GPT2Config(vocab_size=300, n_positions=32, n_embd=24, n_layer=2, n_head=3)
+    transformers.GPT2LMHeadModel(config).save_pretrained(folder)
+    bpe = BPETokenizer.train(["the cat sat on the mat and the dog ran " * 5], vocab_size=300)
+    (folder / "tokenizer.json").write_text(bpe.hf_json)
+    return folder
+
+
 class Client:
     """JSON over HTTP to the server (http.client: what a browser sends, nothing mocked)."""
 
@@ -90,7 +103,12 @@ def served(tmp_path_factory):
     broken.mkdir()
     (broken / "config.json").write_text('{"arch": "decoder", "d_model": "wide"}')
     wide = wide_checkpoint(tmp / "wide")
-    registry = Registry([CHAR_LM, EN_ES, wide, broken])
+    folders = [CHAR_LM, EN_ES, wide, broken]
+    try:
+        folders.append(gpt2_folder(tmp / "gpt2"))
+    except ImportError:  # transformers is optional: the badge then says so
+        pass
+    registry = Registry(folders)
     explorer = Explorer(registry)
     server, sock, url = make_server(explorer, "127.0.0.1", 0)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
@@ -127,8 +145,8 @@ def test_the_model_list_has_ids_not_paths(served):
     status, headers, payload = client.request("GET", "/api/models")
     models = json.loads(payload)["models"]
     ids = [m["id"] for m in models]
-    assert ids == ["hello-world", "self-attention", "hello-world-model", "char-lm", "en-es",
-                   "wide", "broken"]  # fmt: skip
+    assert ids[:7] == ["hello-world", "self-attention", "hello-world-model", "char-lm", "en-es",
+                       "wide", "broken"]  # fmt: skip
     assert status == 200 and headers["content-type"].startswith("application/json")
 
 
@@ -346,6 +364,17 @@ def test_the_fidelity_badge_measures_both_engines_on_this_input(served):
     assert fixed["torch"] is None and "walkthrough" in fixed["note"]
 
 
+def test_a_hugging_face_folder_is_also_compared_with_transformers(served):
+    client, explorer = served
+    if "gpt2" not in explorer.registry.entries:
+        pytest.skip("transformers is not installed")
+    f = client.post("fidelity", {"model": "gpt2", "text": "the cat sat on the mat"})
+    assert f["torch"]["available"] and f["torch"]["max_abs_diff"] < 1e-9
+    hf = f["hf"]
+    assert hf["available"] and hf["engine"] == "transformers GPT2LMHeadModel"
+    assert hf["step"] == "logits" and hf["max_abs_diff"] < 1e-9
+
+
 def test_exports_the_static_report_and_the_trace(served, char_lm):
     client, _ = served
     cfg, params, tok = char_lm
@@ -407,6 +436,7 @@ def test_bad_requests_get_a_4xx_with_a_message(served):
         (json.dumps({"model": "char-lm", "text": "   "}).encode(), 400, "empty"),
         (json.dumps({"model": "char-lm", "text": "a", "ids": [1, 99999]}).encode(), 400, "token"),
         (json.dumps({"model": "broken", "text": "a"}).encode(), 422, "cannot be loaded"),
+        (b'{"model": "char-lm", "text": "a\\ud800"}', 400, "Unicode"),
     ]
     for raw, want, words in cases:
         status, _, payload = client.request("POST", "/api/run", raw=raw)

@@ -82,6 +82,10 @@ def text(body: dict, name: str, default=...) -> str:
     v = _get(body, name, default)
     if not isinstance(v, str):
         raise RequestError(400, f"{name!r} must be a string")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON allows it, no tokenizer reads it
+        raise RequestError(400, f"{name!r} is not valid Unicode (a lone surrogate)") from None
     if len(v) > MAX_TEXT:
         raise RequestError(413, f"{name!r} has {len(v):,} characters; the explorer takes at most "
                            f"{MAX_TEXT:,} (a model's context is far shorter)")  # fmt: skip
@@ -126,7 +130,8 @@ def strict(x):
 
 
 def dumps(x) -> str:
-    return json.dumps(strict(x), ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    """Strict JSON, ASCII only (\\u escapes: any text, even a lone surrogate, goes out)."""
+    return json.dumps(strict(x), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 # -- the actions ----------------------------------------------------------------------------------

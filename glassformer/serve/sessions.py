@@ -45,6 +45,7 @@ class Model:
     _torch: object = None
     _made: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _gates: dict = field(default_factory=dict)  # one lock per object of `cached`
 
     def torch_model(self):
         """The PyTorch engine in float64 on these weights (made once), or None without torch."""
@@ -64,6 +65,8 @@ class Model:
         """A per-model object made once (the Hugging Face model of the fidelity badge, the
         vocabulary made readable)."""
         with self._lock:
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:  # making one (a slow Hugging Face load) holds up nothing else
             if name not in self._made:
                 self._made[name] = make()
             return self._made[name]
