@@ -523,6 +523,28 @@ def test_the_run_cache_is_bounded_and_makes_a_run_once():
     [t.join() for t in threads]
     assert made == [1]
 
+    # Its size is read while other threads add and evict runs (this raised once, under load).
+    failures, end = [], time.time() + 1.0
+
+    def add(k):
+        n = 0
+        while time.time() < end:
+            cache.get((k, n), lambda: Sized(30))
+            n += 1
+
+    def read():
+        while time.time() < end:
+            try:
+                assert cache.bytes() >= 0 and len(cache) >= 0
+            except Exception as e:  # noqa: BLE001
+                failures.append(e)
+
+    workers = [threading.Thread(target=add, args=(k,)) for k in range(3)]
+    workers += [threading.Thread(target=read) for _ in range(2)]
+    [t.start() for t in workers]
+    [t.join() for t in workers]
+    assert failures == [] and cache.bytes() <= 100 and len(cache) <= 3
+
 
 # -- load: many clients at once -------------------------------------------------------------------
 

@@ -258,13 +258,17 @@ def _folder_loader(path: Path) -> Callable[[], Model]:
 
 class RunCache:
     """Runs by key, least recently used evicted first once their values pass `max_bytes` (the
-    newest run always stays). A run asked for by several requests at once is made once."""
+    newest run always stays). A run asked for by several requests at once is made once. Safe
+    to use from many threads: `bytes()` and `len()` read a total kept under the lock (summing
+    the runs while another thread adds one raised "mutated during iteration": a 500 under load).
+    """
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
         self._runs: OrderedDict = OrderedDict()
         self._making: dict = {}
         self._lock = threading.Lock()
+        self._total = 0
         self.hits = self.misses = 0
 
     def get(self, key, make: Callable):
@@ -281,18 +285,26 @@ class RunCache:
                     return self._runs[key]
             try:
                 run = make()
-            finally:
+            except BaseException:
                 with self._lock:
                     self._making.pop(key, None)
-            with self._lock:
+                raise
+            with self._lock:  # in the cache before the gate goes: no one makes it twice
                 self.misses += 1
                 self._runs[key] = run
-                while len(self._runs) > 1 and self.bytes() > self.max_bytes:
-                    self._runs.popitem(last=False)
+                self._total += _size(run)
+                while len(self._runs) > 1 and self._total > self.max_bytes:
+                    _, old = self._runs.popitem(last=False)
+                    self._total -= _size(old)
+                self._making.pop(key, None)
             return run
 
     def bytes(self) -> int:
-        return sum(getattr(r, "nbytes", 0) for r in self._runs.values())
+        return self._total
 
     def __len__(self) -> int:
         return len(self._runs)
+
+
+def _size(run) -> int:
+    return getattr(run, "nbytes", 0)
