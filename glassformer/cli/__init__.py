@@ -2,17 +2,22 @@
 
     glassformer walkthrough hello-world|self-attention [--json FILE] [--all] [REPORT OPTIONS]
     glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING] [REPORT OPTIONS]
+                        [--ablate NAME ...] [--patch-from "other text"] [--find-nan]
+    glassformer lens CKPT "text" [--dla TOKEN [--versus TOKEN]]   (the logit lens)
+    glassformer attribute CKPT "text" [--method integrated_gradients|gradient_x_input]
     glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
     glassformer translate CKPT "text" ... | --input FILE [--beam N]
     glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
     glassformer eval CKPT --data FILE
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
-    glassformer export CKPT OUT [--dtype float16]
-    glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian folders)
-    glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT)
+    glassformer export CKPT OUT [--dtype float16] [--average K]
+    glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian, Pegasus folders)
+    glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT,
+                                                pre-LN encoder-decoder -> Pegasus)
     glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
     glassformer classify CKPT "text" ... | --input FILE [--engine ...] [--json]
+    glassformer serve [MODEL_DIR ...] [--port 8000]   (the live explorer in the browser)
 
 Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 
@@ -26,9 +31,9 @@ to stdout and exits 0; `glassformer --version` says the installed version. Optio
 anywhere among a command's positional arguments.
 
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
-(walkthrough, explain), `generate` (generate, translate), `training` (train, eval) and
-`checkpoints` (config, init, export, import-hf, export-hf, embed, classify); `common` holds what
-they share.
+(walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
+attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
+init, export, import-hf, export-hf, embed, classify) and `serve`; `common` holds what they share.
 """
 
 from __future__ import annotations
@@ -36,12 +41,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from glassformer.cli import checkpoints, generate, probe, reports, training
+from glassformer.cli import checkpoints, generate, probe, reports, serve, training
 from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, probe, generate, training, checkpoints)
+FAMILIES = (reports, probe, generate, training, checkpoints, serve)
 
 
 def main(argv: list[str] | None = None) -> int:
