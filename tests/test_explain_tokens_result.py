@@ -66,17 +66,20 @@ def joined(readable: list[str]) -> str:
 
 
 def test_spanish_source_tokens_read_as_the_text(capsys, tmp_path):
-    """The shipped translator's byte-level pieces ("ĠestÃ¡") read as the text."""
+    """The shipped translator's SentencePiece pieces ("▁está") read as the text; the "▁" that
+    SentencePiece puts before the first word (its dummy prefix) is shown, as the model reads it."""
     text = "¿Dónde está la estación?"
     data = explain_json(capsys, tmp_path, MODELS / "en-es", text, "--only", "logits")
     cfg, params, tok = loading.load(MODELS / "en-es")
+    assert tok.kind == "sp-bpe"
     enc = data["tokens"]["encoder"]
     assert enc["ids"] == tok.encode_for_model(text)[0]
     assert enc["pieces"] == tok.tokens(enc["ids"])
-    assert any("Ġ" in p for p in enc["pieces"])  # the raw pieces are kept beside ...
-    assert not any("Ġ" in p or "Ã" in p for p in enc["readable"])  # ... the readable ones
-    assert joined(enc["readable"]) == text
-    assert "¿" in enc["readable"] and "␣está" in enc["readable"]
+    assert any("▁" in p for p in enc["pieces"])  # the raw pieces are kept beside ...
+    assert not any("▁" in p or "<0x" in p for p in enc["readable"])  # ... the readable ones
+    assert joined(enc["readable"]) == " " + text  # the dummy prefix, then the text
+    assert tok.decode(enc["ids"]) == text  # which decoding strips
+    assert "␣¿" in enc["readable"] and "␣está" in enc["readable"]
     assert data["labels_readable"]["encoder"] == enc["readable"]
 
 
@@ -179,7 +182,7 @@ def test_html_report_opens_with_the_tokens_and_closes_with_the_result(capsys, tm
     tokens = section(page, "tokens")
     cells = re.findall(r"<span class='tokid'>(.*?)</small></span>", tokens)
     chips = [html.unescape(re.sub("<[^>]+>", "", c)) for c in cells]  # token then id
-    assert chips and "Ġ" not in tokens
+    assert chips and "▁" not in tokens
     _, _, tok = loading.load(MODELS / "en-es")
     ids = tok.encode_for_model("¿Dónde está?")[0]
     readable = display_tokens(tok.tokens(ids), display_kind(tok))
