@@ -1,9 +1,11 @@
 """Using a model: token ids and sentences in, tokens, sentences, vectors or labels out.
 
 The sentence-level layer between the engines and the programs that use them (the CLI, training's
-evaluation, the explorer): choose an engine's step function, run a decoding strategy over it,
-translate sentences (batched greedy, or batched beam search: many sentences' hypotheses in one
-shared KV cache, each sentence searched by its own `decode.Beam`), embed and classify.
+evaluation, the explorer): build the PyTorch engine in a dtype (float64, float32, or int8 through
+`quantize.py`), choose an engine's step function, run a decoding strategy over it, continue many
+decoder prompts at once (batched greedy, left-padded into one KV cache), translate sentences
+(batched greedy, or batched beam search: many sentences' hypotheses in one shared KV cache, each
+sentence searched by its own `decode.Beam`), embed and classify.
 `decode.py` below it knows nothing of engines; this module joins the two.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths
@@ -21,12 +23,32 @@ from glassformer import decode
 from glassformer import reference as R
 from glassformer.errors import GlassformerError
 
+DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
 
-def step_function(engine: str, cfg, params, src, window: bool = False):
+
+def torch_engine(cfg, params, dtype: str = "float32"):
+    """The PyTorch engine on these weights, for inference (eval mode): float64, float32, or int8
+    (float32 with its linear layers quantized: `quantize.int8`)."""
+    import torch
+
+    from glassformer.torch_model import from_params
+
+    if dtype not in DTYPES:
+        raise GlassformerError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if dtype == "int8":
+        from glassformer.quantize import check_int8, int8
+
+        check_int8()  # before the float32 model is built
+        return int8(from_params(cfg, params, dtype=torch.float32).eval())
+    return from_params(cfg, params, dtype=getattr(torch, dtype)).eval()
+
+
+def step_function(engine: str, cfg, params, src, window: bool = False, dtype: str = "float64"):
     """Next-token logits from the chosen engine (torch with its KV cache when available).
 
     engine: "auto" (torch if installed, else the reference engine), "torch" or "reference".
     window: a decoder reads only the last max_len ids (a sliding window past its context).
+    dtype: the torch engine's (`torch_engine`); the reference engine is float64.
     """
     if engine in ("auto", "torch"):
         try:
@@ -37,7 +59,8 @@ def step_function(engine: str, cfg, params, src, window: bool = False):
                     "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
                 ) from None
         else:
-            return torch_model.step_fn(torch_model.from_params(cfg, params), src, window=window)
+            model = torch_engine(cfg, params, dtype)
+            return torch_model.step_fn(model, src, window=window)
     return R.next_token_logits(params, cfg, src, window=window)
 
 
@@ -178,6 +201,62 @@ def greedy_batch(
                 break
             new = nxt[:, None]
     return out
+
+
+def greedy_prompts(
+    model,
+    prompts: list[list[int]],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    pad_id: int = 0,
+    window: bool = True,
+) -> list[list[int]]:
+    """Greedy continuations of many decoder prompts at once: each row's new ids, as
+    `decode.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
+    (EOS included when reached; with window False, no row grows past max_len).
+
+    The prompts are left-padded into one batch with one KV cache: padding is never attended to,
+    and each row's positions count from its own first token (`KVCache.pad_left`), so every row
+    computes what it would alone. Each step feeds every row its last token; a finished row's
+    outputs are ignored until all are done. Past max_len (window True) each row reads only its
+    last max_len ids, recomputed every step as `torch_model.step_fn` does.
+    """
+    import torch
+
+    from glassformer.torch_model import KVCache
+
+    device = next(model.parameters()).device
+    L, n_layers = model.cfg.max_len, model.cfg.n_decoder_layers
+    seqs = [list(p) for p in prompts]
+    new: list[list[int]] = [[] for _ in prompts]
+    live = [window or len(s) < L for s in seqs]
+    cache = None
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            if not any(live):
+                break
+            longest = max(len(s) for s in seqs)
+            if cache is not None and longest <= L:  # the cache holds all but the last token
+                last = torch.tensor([[s[-1]] for s in seqs], device=device)
+                logits = model(last, cache=cache, last_only=True)
+            else:  # the first step, or past max_len: every row's window afresh
+                rows = [s[-L:] for s in seqs]
+                width = max(len(r) for r in rows)
+                pad = torch.tensor([width - len(r) for r in rows], device=device)
+                ids = torch.tensor([[pad_id] * (width - len(r)) + r for r in rows], device=device)
+                cache = KVCache.empty(n_layers)
+                cache.pad_left = pad
+                valid = torch.arange(width, device=device)[None, :] >= pad[:, None]
+                logits = model(ids, valid=valid, cache=cache, last_only=True)
+            if not bool(torch.isfinite(logits).all()):
+                raise FloatingPointError("non-finite logits")
+            nxt = logits[:, -1].argmax(-1).tolist()  # (B,)
+            for b, token in enumerate(nxt):
+                seqs[b].append(token)
+                if live[b]:
+                    new[b].append(token)
+                    live[b] = token != eos_id and (window or len(seqs[b]) < L)
+    return new
 
 
 def beam_batch(

@@ -68,6 +68,7 @@ class KVCache:
     memory_valid: Tensor | None = None
     self_valid: Tensor | None = None  # (B, length) real tokens among the cached ones, if padded
     length: int = 0  # tokens already in the self-attention cache
+    pad_left: Tensor | None = None  # (B,) left padding: row b's position 0 is column pad_left[b]
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
@@ -350,11 +351,12 @@ class Stack(nn.Module):
         X = (tok_embed or self.tok_embed)(ids)  # (B, T, C)
         x = X = _tap("X", X * self.scale if self.scale is not None else X)
         if self.positions != "none":
-            if self.positions == "learned":
-                P = self.pos_embed.weight[start : start + T]
-            else:
-                P = self.pe[start : start + T].to(X.dtype)
-            x = x + _tap("P", P[None])  # (B, T, C)
+            table = self.pos_embed.weight if self.positions == "learned" else self.pe
+            P = table[start : start + T][None]  # (1, T, C)
+            if cache is not None and cache.pad_left is not None:  # left padding: each row's
+                cols = torch.arange(start, start + T, device=ids.device)  # positions from 0
+                P = table[(cols - cache.pad_left[:, None]).clamp(min=0)]  # (B, T, C)
+            x = x + _tap("P", P.to(X.dtype))  # (B, T, C)
         if hasattr(self, "type_embed"):
             types = torch.zeros_like(ids) if types is None else types
             x = x + _tap("types", self.type_embed(types))  # (B, T, C)
@@ -460,9 +462,12 @@ class Transformer(nn.Module):
             cache.length += ids.shape[1]
         if last_only:
             h = h[:, -1:]
-        W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
-        b = self.lm_head.bias if cfg.lm_bias else None
-        logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
+        if hasattr(self, "int8_head"):  # quantize.int8: the output projection in int8
+            logits = _tap("logits", self.int8_head(h))  # (B, T, V)
+        else:
+            W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
+            b = self.lm_head.bias if cfg.lm_bias else None
+            logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
         if _watching():
             _tap("probs", torch.softmax(logits, -1))
         return logits
@@ -562,13 +567,8 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bo
 
 def _copy_cache(cache: KVCache) -> KVCache:
     """A cache that can grow independently (list copies; the tensors themselves are shared)."""
-    return dataclasses.replace(
-        cache,
-        self_k=list(cache.self_k),
-        self_v=list(cache.self_v),
-        cross_k=list(cache.cross_k),
-        cross_v=list(cache.cross_v),
-    )
+    lists = {k: list(getattr(cache, k)) for k in ("self_k", "self_v", "cross_k", "cross_v")}
+    return dataclasses.replace(cache, **lists)
 
 
 def many_step_fn(model: Transformer, src_ids=None):

@@ -236,6 +236,14 @@ add("cli", ["explain", "{hello}", "hello", "--layers", "a,b"], "--layers")
 add("cli", ["explain", "{hello}", "hello", "--layers", "99"], "layer")
 add("cli", ["explain", "{hello}", "hello", "--heads", "-1"], "--heads")
 add("cli", ["nosuchcommand"], "invalid choice")
+add("cli", [*GEN, "--dtype", "int8", "--engine", "reference"], "--engine reference is NumPy")
+add("cli", [*GEN, "--dtype", "float32", "--engine", "reference"], "drop --dtype")
+add("cli", [*GEN, "--dtype", "float16"], "invalid choice")
+add("cli", [*TR, "--dtype", "bfloat16"], "invalid choice")
+add("cli", ["serve", "--dtype", "int4"], "invalid choice")
+add("cli", GEN[:2], "give TEXT or --input FILE")
+add("cli", [*GEN, "--input", "{tmp}/in.txt"], "not both", setup=_file("in.txt", "hello\n"))
+add("cli", [*GEN, "--batch-size", "0"], "at least 1")
 add("cli", ["train", "lm"], "--out")
 add("cli", ["embed", "{dec}", "to be"], "embed needs an encoder")
 
@@ -284,6 +292,11 @@ add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
     setup=_file("in.txt", b"\xef\xbb\xbf\r\n  \r\n"))  # fmt: skip
 add("text", ["translate", "{tr}"], "nothing to translate")
+add("text", ["generate", "{hello}", "--input", "{tmp}/none.txt"], "cannot read")
+add("text", ["generate", "{hello}", "--input", "{tmp}/in.txt"], "in.txt, line 2: the text has",
+    setup=_file("in.txt", "hello\n" + "hello " * 40 + "\n"))  # fmt: skip
+add("text", ["generate", "{hello}", "--input", "{tmp}/in.txt"], "line 2: word 'banana' is not in",
+    setup=_file("in.txt", b"hello\nbanana\n"))  # fmt: skip
 add("text", ["classify", "{enc}"], "nothing to classify")
 add("text", ["classify", "{enc}", "", "  "], "nothing to classify")
 add("text", ["classify", "{enc}", "--input", "{tmp}/none.txt"], "cannot read")

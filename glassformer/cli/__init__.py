@@ -5,8 +5,9 @@
                         [--ablate NAME ...] [--patch-from "other text"] [--find-nan]
     glassformer lens CKPT "text" [--dla TOKEN [--versus TOKEN]]   (the logit lens)
     glassformer attribute CKPT "text" [--method integrated_gradients|gradient_x_input]
-    glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
-    glassformer translate CKPT "text" ... | --input FILE [--beam N]
+    glassformer generate CKPT "text" | --input FILE [--strategy greedy|sample|beam] [--engine ...]
+                         [--dtype float64|float32|int8]
+    glassformer translate CKPT "text" ... | --input FILE [--beam N] [--dtype float32|int8]
     glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
     glassformer eval CKPT --data FILE
     glassformer config [--preset NAME] [--set key=value ...]
@@ -17,7 +18,7 @@
                                                 pre-LN encoder-decoder -> Pegasus)
     glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
     glassformer classify CKPT "text" ... | --input FILE [--engine ...] [--json]
-    glassformer serve [MODEL_DIR ...] [--port 8000]   (the live explorer in the browser)
+    glassformer serve [MODEL_DIR ...] [--port 8000] [--dtype ...]   (the live explorer)
 
 Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 

@@ -339,6 +339,35 @@ def need_torch(what: str, instead: str = "") -> None:
         ) from None
 
 
+def dtype_arg(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument(
+        "--dtype",
+        choices=list(inference.DTYPES),
+        default=None,
+        help=f"the PyTorch engine's precision (default {default}); int8: its linear layers "
+        "quantized to int8 (CPU only; fastest, logits within a few percent)",
+    )
+
+
+def engine_dtype(args, default: str) -> str:
+    """The PyTorch engine's dtype from --dtype (default `default`), checked before any work:
+    --dtype with --engine reference (NumPy float64) is refused; int8 needs PyTorch's x86
+    kernels."""
+    if args.dtype is None:
+        return default
+    if getattr(args, "engine", "torch") == "reference":
+        raise GlassformerError(
+            f"--dtype {args.dtype} sets the PyTorch engine's precision, and --engine reference "
+            "is NumPy float64: drop --dtype, or use --engine torch"
+        )
+    need_torch(f"--dtype {args.dtype}")
+    if args.dtype == "int8":
+        from glassformer.quantize import check_int8
+
+        check_int8()
+    return args.dtype
+
+
 def bos(tok) -> list[int]:
     if tok.bos_id is None:
         raise GlassformerError("the tokenizer has no start token (SOS/BOS) to start decoding from")

@@ -12,9 +12,14 @@ from glassformer.cli.common import (
     bos,
     choose_strategy,
     decoding_args,
+    dtype_arg,
     encode,
+    engine_dtype,
+    input_lines,
     integer,
     load_model,
+    max_new_tokens,
+    note,
     read_text,
     run_decoding,
 )
@@ -29,7 +34,20 @@ def add_parsers(sub) -> None:
         "the source and the output starts from SOS. Decoder: TEXT is the prompt.",
     )
     g.add_argument("checkpoint", help="checkpoint directory")
-    g.add_argument("text", help="source text or prompt")
+    g.add_argument("text", nargs="?", help="source text or prompt (or --input FILE)")
+    g.add_argument(
+        "--input",
+        metavar="FILE",
+        help="a UTF-8 file, one prompt (or source) a line: one output line each, in order (a "
+        "newline inside an output is written as \\n, a backslash as \\\\); greedy decoding "
+        "with the torch engine runs --batch-size prompts at once",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=integer("--batch-size", 1, says="at least 1"),
+        default=32,
+        help="prompts decoded together with --input (default 32)",
+    )
     g.add_argument(
         "--max-new-tokens",
         type=integer("--max-new-tokens", 1, says="at least 1"),
@@ -44,6 +62,7 @@ def add_parsers(sub) -> None:
         help="reference: NumPy float64; torch: PyTorch with a KV cache; auto: torch "
         "if installed (default)",
     )
+    dtype_arg(g, "float64")
     decoding_args(g)
     g.set_defaults(func=cmd_generate)
 
@@ -62,6 +81,7 @@ def add_parsers(sub) -> None:
         default=4,
         help="beam width (default 4; 1 = greedy)",
     )
+    dtype_arg(tl, "float32")
     tl.add_argument(
         "--progress",
         action="store_true",
@@ -73,24 +93,107 @@ def add_parsers(sub) -> None:
 
 def cmd_generate(args) -> int:
     choose_strategy(args)
+    if (args.text is None) == (args.input is None):
+        raise GlassformerError(
+            "give TEXT or --input FILE (one prompt a line)"
+            if args.text is None
+            else "give TEXT or --input FILE, not both"
+        )
+    dtype = engine_dtype(args, "float64")
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
+    if args.input is not None:
+        return _generate_lines(args, cfg, params, tok, dtype)
     window = cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
     ids = encode(tok, args.text, cfg, window=window)
     src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
-    step = inference.step_function(args.engine, cfg, params, src, window=window)
+    step = inference.step_function(args.engine, cfg, params, src, window=window, dtype=dtype)
     out = run_decoding(args, step, prompt, tok, cfg, params, src, window=window).ids
     print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
 
 
+def _generate_lines(args, cfg, params, tok, dtype: str) -> int:
+    """generate --input: every non-blank line decoded, one output line each (blank for blank).
+    Greedy on the torch engine: batches of prompts in one KV cache (`inference.greedy_prompts`,
+    `inference.greedy_batch`), the same tokens as one prompt at a time; otherwise one at a time."""
+    window = cfg.arch == "decoder"
+    lines = input_lines([], args.input)
+    inputs = {}
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                inputs[n - 1] = encode(tok, line, cfg, window=window)
+            except GlassformerError as e:
+                raise GlassformerError(f"{args.input}, line {n}: {e}") from None
+    if not inputs:
+        raise GlassformerError(f"nothing to generate: {args.input} has no non-blank line")
+    model = None
+    if args.engine != "reference":
+        try:
+            model = inference.torch_engine(cfg, params, dtype)
+        except ImportError:
+            if args.engine == "torch":
+                raise
+    if model is not None and args.strategy == "greedy":
+        try:
+            outs = _greedy_lines(args, model, cfg, tok, inputs)
+        except FloatingPointError:  # one at a time below names where it starts
+            outs = _lines_one_by_one(args, model, cfg, params, tok, inputs)
+    else:
+        outs = _lines_one_by_one(args, model, cfg, params, tok, inputs)
+    escaped = False
+    for i in range(len(lines)):
+        text = outs.get(i, "")
+        line = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+        escaped |= line != text
+        print(line)
+    if escaped:
+        note("newlines in the outputs are written as \\n (a backslash as \\\\), one output a line")
+    return 0
+
+
+def _greedy_lines(args, model, cfg, tok, inputs: dict) -> dict:
+    """Greedy outputs of many prompts, batched; shortest first, so that a batch pads little."""
+    order = sorted(inputs, key=lambda i: len(inputs[i]))
+    max_new, outs = max_new_tokens(args, cfg), {}
+    for b0 in range(0, len(order), args.batch_size):
+        chunk = order[b0 : b0 + args.batch_size]
+        batch = [inputs[i] for i in chunk]
+        if cfg.arch == "decoder":
+            new = inference.greedy_prompts(model, batch, max_new, tok.eos_id, tok.pad_id or 0)
+            texts = [tok.decode(p + n) for p, n in zip(batch, new, strict=True)]
+        else:
+            limit = min(max_new, cfg.max_len - 1)  # the target's positions, BOS included
+            pad = tok.pad_id or 0
+            new = inference.greedy_batch(model, batch, pad, bos(tok)[0], tok.eos_id, limit)
+            texts = [tok.decode(n) for n in new]
+        outs.update(zip(chunk, texts, strict=True))
+    return outs
+
+
+def _lines_one_by_one(args, model, cfg, params, tok, inputs: dict) -> dict:
+    from glassformer import reference as R
+
+    window, outs = cfg.arch == "decoder", {}
+    for i, ids in inputs.items():
+        src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
+        if model is not None:
+            from glassformer.torch_model import step_fn
+
+            step = step_fn(model, src, window=window)
+        else:
+            step = R.next_token_logits(params, cfg, src, window=window)
+        out = run_decoding(args, step, prompt, tok, cfg, params, src, window=window, quiet=True)
+        outs[i] = tok.decode(out.ids[len(prompt) :] if src is not None else out.ids)
+    return outs
+
+
 def cmd_translate(args) -> int:
-    import torch
     from tqdm import tqdm
 
-    from glassformer.torch_model import from_params
-
+    dtype = engine_dtype(args, "float32")
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch != "encoder-decoder":
         raise GlassformerError(
@@ -111,7 +214,7 @@ def cmd_translate(args) -> int:
         raise GlassformerError("nothing to translate: give sentences or --input FILE")
     for s in sentences:
         encode(tok, s, cfg)
-    model = from_params(cfg, params, dtype=torch.float32).eval()
+    model = inference.torch_engine(cfg, params, dtype)
     show = args.progress or sys.stderr.isatty()
     # Each translation is printed as soon as it and those before it are known; a blank input
     # line gives a blank output line, so that outputs stay aligned with inputs.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from glassformer.cli.common import integer
+from glassformer.cli.common import dtype_arg, engine_dtype, integer
 from glassformer.errors import GlassformerError
 
 
@@ -45,6 +45,7 @@ def add_parsers(sub) -> None:
         help="BLAS and PyTorch threads of each computation (default 1: requests run side by "
         "side in their own threads instead, and a busy machine does not stall)",
     )
+    dtype_arg(s, "float64")
     s.add_argument("--no-walkthroughs", action="store_true", help="list only the MODEL_DIRs given")
     s.set_defaults(func=cmd_serve)
 
@@ -62,8 +63,9 @@ def cmd_serve(args) -> int:
             raise GlassformerError(f"{raw} is not a folder; give model folders (checkpoints)")
     if not args.models and args.no_walkthroughs:
         raise GlassformerError("nothing to serve: give MODEL_DIRs or leave out --no-walkthroughs")
+    dtype = engine_dtype(args, "float64")
     _limit_threads(args.threads)
-    registry = Registry(args.models, walkthroughs=not args.no_walkthroughs)
+    registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
     explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20)
     server, sock, url = make_server(explorer, args.host, args.port)
     if args.host not in ("127.0.0.1", "localhost", "::1"):

@@ -85,7 +85,7 @@ def generate(
 
 
 def _many_step(m: Model, src):
-    model = m.torch_model()
+    model = m.decoding_model()
     if model is None:
         return None
     from glassformer.torch_model import many_step_fn

@@ -67,9 +67,9 @@ def encode(m: Model, text: str, room: int = 0) -> tuple[list[int], list[str]]:
 
 
 def step_function(m: Model, src: list[int] | None):
-    """Next-token logits for decoding: the PyTorch engine (float64, KV cache) when installed,
-    else the reference engine."""
-    model = m.torch_model()
+    """Next-token logits for decoding: the PyTorch engine (KV cache; float64 unless `serve
+    --dtype` says otherwise) when installed, else the reference engine."""
+    model = m.decoding_model()
     if model is not None:
         from glassformer.torch_model import step_fn
 
@@ -265,7 +265,7 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
     encoder-decoder translates anew. Full forward passes (the PyTorch engine when installed)."""
     from glassformer import decode
 
-    model = m.torch_model()
+    model = m.decoding_model()
     forward = I.torch_run(model) if model is not None else I.reference_run(m.params, m.cfg)
     src = run.src if m.cfg.arch == "encoder-decoder" else None
 

@@ -42,7 +42,9 @@ class Model:
     token_kind: str
     family: str | None = None  # the Hugging Face model_type when it came from such a folder
     path: Path | None = None
+    dtype: str = "float64"  # the PyTorch engine's precision for generation (`serve --dtype`)
     _torch: object = None
+    _decoder: object = None
     _made: dict = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _gates: dict = field(default_factory=dict)  # one lock per object of `cached`
@@ -60,6 +62,19 @@ class Model:
                 else:
                     self._torch = from_params(self.cfg, self.params, dtype=torch.float64).eval()
             return self._torch or None
+
+    def decoding_model(self):
+        """The PyTorch engine that generates (decoding steps, continuations): the float64 one
+        of `torch_model`, or a float32 or int8 one as `dtype` says (made once); None without
+        torch. Traces and the fidelity badge always use float64."""
+        if self.dtype == "float64":
+            return self.torch_model()
+        with self._lock:
+            if self._decoder is None:
+                from glassformer.inference import torch_engine
+
+                self._decoder = torch_engine(self.cfg, self.params, self.dtype)
+            return self._decoder
 
     def cached(self, name: str, make: Callable):
         """A per-model object made once (the Hugging Face model of the fidelity badge, the
@@ -201,7 +216,7 @@ GENERIC = {"model", "models", "hf", "checkpoint", "ckpt", "export"}  # named wit
 class Registry:
     """The models this server may open, by id, in the order given (walkthroughs first)."""
 
-    def __init__(self, paths: list[str | Path], walkthroughs: bool = True):
+    def __init__(self, paths: list[str | Path], walkthroughs: bool = True, dtype: str = "float64"):
         entries = _walkthroughs() if walkthroughs else []
         taken = {e.id for e in entries}
         for raw in paths:
@@ -213,7 +228,7 @@ class Registry:
             while ident in taken:
                 ident, n = f"{base}-{n}", n + 1
             taken.add(ident)
-            entries.append(Entry(ident, name, "model", str(raw), _folder_loader(path)))
+            entries.append(Entry(ident, name, "model", str(raw), _folder_loader(path, dtype)))
         self.entries: dict[str, Entry] = {e.id: e for e in entries}
 
     def listing(self) -> list[dict]:
@@ -244,11 +259,13 @@ class Registry:
             return e.loaded
 
 
-def _folder_loader(path: Path) -> Callable[[], Model]:
+def _folder_loader(path: Path, dtype: str = "float64") -> Callable[[], Model]:
     def load() -> Model:
         if not path.is_dir():
             raise GlassformerError(f"{path} is not a folder (give a checkpoint or model folder)")
-        return load_folder(path)
+        m = load_folder(path)
+        m.dtype = dtype
+        return m
 
     return load
 

@@ -1,0 +1,181 @@
+"""int8 inference (`glassformer.quantize`): against torch's own dynamic quantization, against the
+float32 model (bounded logit error, the same greedy tokens on the shipped models), and the
+refusals of `--dtype int8` where it cannot run."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from glassformer import decode, inference, loading  # noqa: E402
+from glassformer.cli import main  # noqa: E402
+from glassformer.config import Config  # noqa: E402
+from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.quantize import Int8Linear, check_int8, int8, quantize_weight  # noqa: E402
+from glassformer.torch_model import Transformer, step_fn  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "models"
+
+
+def small(**changes) -> Config:
+    base = dict(
+        arch="decoder",
+        vocab_size=97,
+        d_model=32,
+        n_heads=4,
+        head_dim=8,
+        d_ff=64,
+        n_encoder_layers=0,
+        n_decoder_layers=2,
+        max_len=16,
+        norm="pre",
+        activation="gelu",
+    )
+    return Config(**(base | changes))
+
+
+CONFIGS = {
+    "decoder, tied head": small(tie_embeddings=True),
+    "decoder, untied head with bias": small(tie_embeddings=False),
+    "encoder-decoder, tied head, logits bias": small(
+        arch="encoder-decoder",
+        n_encoder_layers=2,
+        tie_embeddings=True,
+        logits_bias=True,
+        positions="sinusoidal",
+    ),
+}
+
+
+def float_model(cfg: Config, seed: int = 0):
+    torch.manual_seed(seed)
+    return Transformer(cfg).float().eval()
+
+
+def logits(model, cfg, ids):
+    src = torch.tensor([[5, 6, 7, 8, 9]]) if cfg.arch == "encoder-decoder" else None
+    with torch.no_grad():
+        return model(torch.tensor([ids]), src_ids=src)[0]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_int8_logits_are_close_to_float32(name):
+    cfg = CONFIGS[name]
+    fp32 = float_model(cfg)
+    q = int8(copy.deepcopy(fp32))
+    ids = list(range(3, 15))
+    a, b = logits(fp32, cfg, ids), logits(q, cfg, ids)
+    rel = float((a - b).norm() / a.norm())
+    assert 0 < rel < 0.05, rel  # quantized (not equal), and within a few percent
+    assert all(not isinstance(m, torch.nn.Linear) for m in q.modules())
+    assert hasattr(q, "int8_head")
+
+
+def test_int8_equals_torch_quantize_dynamic_per_channel():
+    """With 7-bit inputs (reduce_range, what torch's dynamic Linear always uses), the int8
+    model is torch's own quantize_dynamic with per-channel weights, bit for bit. The head is an
+    untied nn.Linear here, so that quantize_dynamic covers it too."""
+    cfg = small(tie_embeddings=False)
+    fp32 = float_model(cfg)
+    ours = int8(copy.deepcopy(fp32))
+    for m in ours.modules():
+        if isinstance(m, Int8Linear):
+            m.reduce_range = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.ao.quantization announces its deprecation
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        theirs = quantize_dynamic(
+            copy.deepcopy(fp32), {torch.nn.Linear: per_channel_dynamic_qconfig}
+        )
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        h = theirs.decoder(ids, None, True)  # the stack, then the head as torch quantized it
+        want = theirs.lm_head(h)
+        got = ours(ids)
+    assert torch.equal(got, want)
+
+
+def test_int8_linear_is_the_quantized_kernel_applied_by_hand():
+    torch.manual_seed(1)
+    lin = torch.nn.Linear(24, 40)
+    x = torch.randn(3, 5, 24)
+    for reduce_range in (True, False):
+        q = Int8Linear(lin.weight, lin.bias, reduce_range=reduce_range)
+        packed = torch.ops.quantized.linear_prepack(quantize_weight(lin.weight), lin.bias)
+        want = torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
+        assert torch.equal(q(x), want)
+        # and the weight it holds is the float weight to within half a step per row
+        w = quantize_weight(lin.weight)
+        step = w.q_per_channel_scales().float()[:, None]
+        assert bool(((w.dequantize() - lin.weight).abs() <= step / 2 + 1e-7).all())
+
+
+def test_int8_state_dict_holds_no_int8_weights():
+    """An int8 model is made from a float checkpoint at load time, never saved."""
+    q = int8(float_model(small()))
+    assert not any("int8" in k or "packed" in k for k in q.state_dict())
+
+
+@pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
+def test_shipped_char_lm_int8_greedy_tokens_equal_float32():
+    cfg, params, tok = loading.load(SHIPPED / "char-lm")
+    fp32 = inference.torch_engine(cfg, params, "float32")
+    q = inference.torch_engine(cfg, params, "int8")
+    for text in ("To be, or not", "ROMEO:", "The king"):
+        prompt = tok.encode(text)
+        want = decode.greedy(step_fn(fp32), prompt, 40).ids
+        assert decode.greedy(step_fn(q), prompt, 40).ids == want
+
+
+@pytest.mark.skipif(not (SHIPPED / "en-es").is_dir(), reason="models/en-es is not here")
+def test_shipped_translator_int8_translates_like_float32():
+    cfg, params, tok = loading.load(SHIPPED / "en-es")
+    sentences = ["Hello world.", "I like to read books.", "Where is the station?", "Thank you."]
+    want = inference.translate(inference.torch_engine(cfg, params, "float32"), tok, sentences, 4)
+    got = inference.translate(inference.torch_engine(cfg, params, "int8"), tok, sentences, 4)
+    assert got == want
+
+
+def test_check_int8_refuses_cuda_and_non_float32():
+    with pytest.raises(GlassformerError, match="CPU only"):
+        check_int8("cuda:0")
+    with pytest.raises(GlassformerError, match="float32"):
+        int8(float_model(small()).double())
+
+
+@pytest.mark.skipif(not (SHIPPED / "en-es").is_dir(), reason="models/en-es is not here")
+def test_cli_translate_and_generate_in_int8(capsys):
+    en_es, char_lm = str(SHIPPED / "en-es"), str(SHIPPED / "char-lm")
+    assert main(["translate", en_es, "Hello world.", "--dtype", "int8"]) == 0
+    assert main(["translate", en_es, "Hello world.", "--dtype", "float32"]) == 0
+    int8_out, fp32_out = capsys.readouterr().out.splitlines()
+    assert int8_out == fp32_out
+    args = ["generate", char_lm, "ROMEO:", "--max-new-tokens", "30"]
+    assert main([*args, "--dtype", "int8"]) == 0
+    assert main([*args, "--dtype", "float32"]) == 0
+    out = capsys.readouterr().out
+    half = len(out) // 2
+    assert out[:half] == out[half:]
+
+
+@pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
+def test_explorer_generates_with_the_int8_engine():
+    pytest.importorskip("starlette")
+    from glassformer.serve import generation
+    from glassformer.serve.sessions import Registry
+
+    texts = {}
+    for dtype in ("float64", "int8"):
+        m = Registry([SHIPPED / "char-lm"], walkthroughs=False, dtype=dtype).load("char-lm")
+        quantized = any(isinstance(x, Int8Linear) for x in m.decoding_model().modules())
+        assert quantized == (dtype == "int8")
+        assert not any(isinstance(x, Int8Linear) for x in m.torch_model().modules())
+        texts[dtype] = generation.generate(m, "ROMEO:", "greedy", 30)["text"]
+    assert texts["int8"] == texts["float64"]
