@@ -166,6 +166,18 @@ def test_cli_translate_and_generate_in_int8(capsys):
 
 
 @pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
+def test_cli_generate_input_in_int8(tmp_path, capsys):
+    """Batched int8: one line per prompt. (Not compared with one prompt at a time: each int8
+    call quantizes all the rows of its input with one scale, so rows can differ slightly.)"""
+    path = tmp_path / "prompts.txt"
+    path.write_text("ROMEO:\n\nTo be\n")
+    argv = ["generate", str(SHIPPED / "char-lm"), "--input", str(path), "--max-new-tokens", "20"]
+    assert main([*argv, "--dtype", "int8"]) == 0
+    lines = capsys.readouterr().out.split("\n")[:-1]
+    assert len(lines) == 3 and lines[0].startswith("ROMEO:") and lines[1] == ""
+
+
+@pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
 def test_explorer_generates_with_the_int8_engine():
     pytest.importorskip("starlette")
     from glassformer.serve import generation

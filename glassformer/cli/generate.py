@@ -40,7 +40,8 @@ def add_parsers(sub) -> None:
         metavar="FILE",
         help="a UTF-8 file, one prompt (or source) a line: one output line each, in order (a "
         "newline inside an output is written as \\n, a backslash as \\\\); greedy decoding "
-        "with the torch engine runs --batch-size prompts at once",
+        "with the torch engine runs --batch-size prompts at once, the same tokens as one at a "
+        "time (except in int8, where a batch's rows share each layer's input scale)",
     )
     g.add_argument(
         "--batch-size",
