@@ -293,6 +293,7 @@ def beam_batch(
         src, src_valid = _padded([srcs[i] for i in live], pad_id, device)
         cache = KVCache.empty(model.cfg.n_decoder_layers)
         new = torch.full((len(live), 1), bos_id, dtype=torch.long, device=device)
+        layout = list(live)  # the sentence of each cache row
         while True:
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
             src = src_valid = None  # the encoder ran once; its output is in the cache
@@ -308,7 +309,11 @@ def beam_batch(
             live = still
             if not live:
                 break
-            _select_rows(cache, torch.tensor(index, device=device))
+            # A sentence's rows share its encoder output and cross-attention keys and values:
+            # those move only when the sentence of some row changes.
+            rows = [i for i in live for _ in beams[i].alive]
+            _select_rows(cache, torch.tensor(index, device=device), cross=rows != layout)
+            layout = rows
             last = [h.ids[-1] for i in live for h in beams[i].alive]
             new = torch.tensor(last, dtype=torch.long, device=device)[:, None]
     return [b.result() for b in beams]
@@ -330,11 +335,13 @@ def _top(logp, width: int):
     return tokens[:, :width].cpu().numpy(), values[:, :width].cpu().numpy()
 
 
-def _select_rows(cache, index) -> None:
-    """Keep (and repeat) the cache rows `index`, in that order, in every cached tensor."""
-    for name in ("self_k", "self_v", "cross_k", "cross_v"):
+def _select_rows(cache, index, cross: bool = True) -> None:
+    """Keep (and repeat) the cache rows `index`, in that order, in every cached tensor (cross
+    False: in the self-attention ones only; the encoder's rows stay as they are)."""
+    lists = ("self_k", "self_v") + (("cross_k", "cross_v") if cross else ())
+    for name in lists:
         setattr(cache, name, [t.index_select(0, index) for t in getattr(cache, name)])
-    for name in ("memory", "memory_valid", "self_valid"):
+    for name in ("self_valid", "pad_left") + (("memory", "memory_valid") if cross else ()):
         t = getattr(cache, name)
         if t is not None:
             setattr(cache, name, t.index_select(0, index))
