@@ -43,6 +43,9 @@ def softmax(x: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(x - m)
     s = e.sum(axis=axis, keepdims=True)
+    if np.all(s > 0):  # the usual case: divide in place, no second array
+        e /= s
+        return e
     return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
@@ -58,7 +61,9 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
 def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
     """x·Wᵀ + b with W stored (out, in)."""
     y = x @ W.T
-    return y if b is None else y + b
+    if b is not None:
+        y += b  # y is new: add in place rather than allocate another
+    return y
 
 
 def relu(x: np.ndarray) -> np.ndarray:
@@ -115,8 +120,9 @@ def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = Fals
 
     Q (T, D), K (S, D), V (S, D), mask (T, S) bool or None; scale defaults to √D.
     """
+    c = math.sqrt(Q.shape[-1]) if scale is None else scale
     scores = tap("scores", Q @ K.T)  # Ω (T, S)
-    scaled = tap("scaled", scores / (math.sqrt(Q.shape[-1]) if scale is None else scale))
+    scaled = tap("scaled", scores / c, derive=("scores", lambda s: s / c))  # (T, S)
     if mask is not None:
         mask = tap("mask", mask)
         scaled = np.where(mask, scaled, -np.inf)  # (T, S)
@@ -128,19 +134,21 @@ def multi_head_attention(p: Params, name: str, X, Xkv, mask, cfg: Config):
     """Each head h: C_h = attention(X·Wq_h, Xkv·Wk_h, Xkv·Wv_h); Z = concat(C_1..C_H)·W_O.
 
     X (T, C) gives the queries; Xkv (S, C) the keys and values (X itself for self-attention,
-    the encoder output for cross-attention).
+    the encoder output for cross-attention). X·Wq_h is the columns h·D:(h+1)·D of X·Wq (Wq_h is
+    rows h·D:(h+1)·D of the stored Wq), so each projection is one matmul for all heads.
     """
     D = cfg.head_dim
+    proj = {}
+    for which, src in (("q", X), ("k", Xkv), ("v", Xkv)):
+        W = p[f"{name}.{which}.weight"]  # (H*D, C)
+        b = p[f"{name}.{which}.bias"] if cfg.bias else None
+        proj[which] = linear(src, W, b)  # (T or S, H*D)
     heads = []
     for h in range(cfg.n_heads):
-        rows = slice(h * D, (h + 1) * D)
+        cols = slice(h * D, (h + 1) * D)
         with scope(f"head{h}"):
-            proj = {}
-            for which, src in (("q", X), ("k", Xkv), ("v", Xkv)):
-                W = p[f"{name}.{which}.weight"][rows]  # (D, C)
-                b = p[f"{name}.{which}.bias"][rows] if cfg.bias else None
-                proj[which] = tap(which.upper(), linear(src, W, b))  # (T or S, D)
-            heads.append(attention(proj["q"], proj["k"], proj["v"], mask))  # (T, D)
+            Q, K, V = (tap(w.upper(), proj[w][:, cols]) for w in "qkv")  # (T or S, D)
+            heads.append(attention(Q, K, V, mask))  # (T, D)
     concat = tap("concat", np.concatenate(heads, axis=-1))  # (T, H*D)
     return tap("Z", linear(concat, p[f"{name}.o.weight"], p.get(f"{name}.o.bias")))  # (T, C)
 
@@ -310,7 +318,9 @@ def forward(p: Params, cfg: Config, ids, src_ids=None, src_valid=None):
     elif cfg.arch != "decoder":
         raise ValueError("forward() is for decoder and encoder-decoder models; use classify()")
     logits = lm_logits(p, cfg, decode(p, cfg, ids, memory, src_valid))
-    tap("probs", softmax(logits))
+    # Only looked at, never computed on: computed when asked for (a trace recomputes the
+    # probabilities from the recorded logits when they are read).
+    tap("probs", lambda: softmax(logits), derive=("logits", softmax))
     return logits
 
 

@@ -9,7 +9,7 @@ from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
 from glassformer.decode import greedy
-from glassformer.trace import tracing
+from glassformer.trace import intervene, tracing
 
 ARCHS = {
     "decoder": dict(arch="decoder", n_decoder_layers=2),
@@ -159,6 +159,58 @@ def test_tracing_changes_nothing_and_off_records_nothing():
         pass
     R.forward(p, cfg, [1], src_ids=[2])
     assert len(outer) == 0
+
+
+def _stored_bytes(trace) -> int:
+    arrays = {id(s.data): s.data for s in trace.steps if s.data is not None}
+    return sum(a.nbytes for a in arrays.values())
+
+
+def test_a_trace_stores_derived_steps_as_recipes_and_shares_masks():
+    """`scaled` and `probs` are recomputed from `scores` and `logits` when read, bit for bit what
+    the engine computed; the causal mask is stored once for every head and layer."""
+    cfg = small("encoder-decoder")
+    p = weights.init(cfg, seed=9, std=0.5)
+    with tracing() as tr:
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    scaled = tr.step("decoder.1.self_attn.head0.scaled")
+    assert scaled.data is None and scaled.shape == (3, 3)
+    np.testing.assert_array_equal(
+        scaled.values, tr["decoder.1.self_attn.head0.scores"] / math.sqrt(cfg.head_dim)
+    )
+    assert tr.step("probs").data is None
+    np.testing.assert_array_equal(tr["probs"], R.softmax(tr["logits"]))
+    masks = [s.data for s in tr.steps if s.name.startswith("decoder.") and s.name.endswith("mask")]
+    assert len(masks) == 2 * cfg.n_heads and all(m is masks[0] for m in masks)
+    assert not masks[0].flags.writeable
+    with intervene({"decoder.1.self_attn.head0.scaled": lambda x: x * 2}), tracing() as tr2:
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    replaced = tr2.step("decoder.1.self_attn.head0.scaled")
+    assert replaced.data is not None  # a replacement is stored, not recomputed
+    np.testing.assert_array_equal(replaced.values, 2 * scaled.values)
+    seen = []
+    with intervene({"probs": lambda x: seen.append(x) or x}) as swap:  # computed when asked for
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    assert swap.matched == ["probs"]
+    np.testing.assert_array_equal(seen[0], tr["probs"])
+
+
+def test_a_float32_trace_holds_half_the_memory():
+    cfg = small("decoder", d_model=16, d_ff=32)
+    p = weights.init(cfg, seed=3, std=0.5)
+    with tracing() as exact:
+        R.forward(p, cfg, [1, 2, 3, 4])
+    with tracing(dtype=np.float32) as small_trace:
+        R.forward(p, cfg, [1, 2, 3, 4])
+    assert exact.names() == small_trace.names()
+    for name in exact.names():
+        want, got = exact[name], small_trace[name]
+        assert got.dtype == (bool if want.dtype == bool else np.float32), name
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    assert _stored_bytes(small_trace) < 0.55 * _stored_bytes(exact)
+    with pytest.raises(ValueError, match="float64 or float32"):
+        with tracing(dtype=np.float16):
+            pass
 
 
 def test_head_dim_independent_of_d_model():
