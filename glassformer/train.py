@@ -185,6 +185,17 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     ]
 
 
+def make_optimizer(model: torch.nn.Module, tcfg: TrainConfig, device: str = "cpu"):
+    """AdamW over `param_groups`. Fused (one kernel over every tensor) on CPU and CUDA: the same
+    update as the per-tensor loop torch otherwise runs on CPU, in ~1/4 of its time, which at this
+    project's model sizes is several percent of a training step."""
+    fused = device.split(":")[0] in ("cpu", "cuda")
+    groups = param_groups(model, tcfg.weight_decay)
+    return torch.optim.AdamW(
+        groups, lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), fused=fused or None
+    )
+
+
 def bf16_supported(device: str) -> bool:
     """bf16 autocast only where the hardware computes in bf16 natively (CUDA, or a CPU with
     AVX-512 BF16 / AMX); elsewhere it is emulated and many times slower than fp32."""
@@ -264,9 +275,7 @@ def train(
     if init_params is not None:
         model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
     model.to(device)
-    opt = torch.optim.AdamW(
-        param_groups(model, tcfg.weight_decay), lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2)
-    )
+    opt = make_optimizer(model, tcfg, device)
     step, rows, snapshots = 0, [], {}
     if resume:
         step, rows = restore(out, cfg, model, opt, task)
