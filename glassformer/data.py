@@ -135,6 +135,9 @@ def split_text(text: str, frac: float = 0.9) -> tuple[str, str]:
     return text[:n], text[n:]
 
 
+LANGUAGES = ("English", "Spanish")  # the classes of `language_id`, in class order
+
+
 def language_id(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, int]]:
     """A language-identification set from translation pairs: English = 0, Spanish = 1.
 

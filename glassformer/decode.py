@@ -158,6 +158,85 @@ class BeamResult:
         return self.best.ids
 
 
+def top_tokens(logp: np.ndarray, width: int) -> np.ndarray:
+    """The `width` most likely tokens of one distribution, best first, ties to the lower id."""
+    return np.argsort(-logp, kind="stable")[:width]
+
+
+class Beam:
+    """One beam search, a step at a time: the algorithm of `beam_search`, driven from outside.
+
+    The caller scores every live hypothesis (`alive`, all of one length) and hands `advance` each
+    one's `width` best next tokens (`top_tokens`: best first, ties to the lower id) with their
+    log-probabilities. Each step ranks the candidates by summed log-probability and keeps the best
+    `width`; those ending in EOS move to `finished` (the best `width` of them by score are kept).
+    `parents[i]` is the index, in the previous `alive`, of the hypothesis that the i-th live one
+    extends (a batched decoder reorders its KV cache by it). `done` turns True when no hypothesis
+    is live, at the length limit (`max_new_tokens` steps, or `max_len` tokens), or when `width`
+    hypotheses are finished and the worst of them already beats the best live one by score.
+    """
+
+    def __init__(
+        self,
+        prompt: list[int],
+        max_new_tokens: int,
+        eos_id: int | None,
+        width: int = 4,
+        length_penalty: float = 1.0,
+        max_len: int | None = None,
+    ):
+        if width < 1:
+            raise GlassformerError(f"beam width must be >= 1, got {width}")
+        self.width, self.eos_id, self.length_penalty = width, eos_id, length_penalty
+        self.max_new_tokens, self.max_len = max_new_tokens, max_len
+        self.alive = [Hypothesis(list(prompt), 0.0, 0)]
+        self.parents = [0]
+        self.finished: list[Hypothesis] = []
+        self.steps: list[list[Hypothesis]] = []
+        self._stopped = False  # no live hypothesis, or the finished ones cannot be beaten
+
+    @property
+    def done(self) -> bool:
+        if self._stopped or len(self.steps) >= self.max_new_tokens:
+            return True
+        return self.max_len is not None and len(self.alive[0].ids) >= self.max_len
+
+    def advance(self, tokens, logps) -> None:
+        """tokens, logps: per live hypothesis (in `alive` order), its next tokens and their
+        log-probabilities, best first."""
+        candidates = []  # (hypothesis, index of its parent in alive)
+        for p, (h, toks, lps) in enumerate(zip(self.alive, tokens, logps, strict=True)):
+            for token, lp in zip(toks, lps, strict=True):
+                token = int(token)
+                c = Hypothesis(
+                    h.ids + [token],
+                    h.logprob + float(lp),
+                    h.n_generated + 1,
+                    finished=token == self.eos_id,
+                )
+                candidates.append((c, p))
+        candidates.sort(key=lambda cp: -cp[0].logprob)  # stable: ties keep hypothesis order
+        kept = candidates[: self.width]
+        self.alive = [c for c, _ in kept if not c.finished]
+        self.parents = [p for c, p in kept if not c.finished]
+        self.finished += [c for c, _ in kept if c.finished]
+        self.steps.append([c for c, _ in kept])
+        self.finished.sort(key=lambda h: -h.score(self.length_penalty))
+        del self.finished[self.width :]
+        if not self.alive:
+            self._stopped = True
+            return
+        best_alive = max(h.score(self.length_penalty) for h in self.alive)
+        worst_finished = self.finished[-1].score(self.length_penalty) if self.finished else None
+        if len(self.finished) >= self.width and worst_finished >= best_alive:
+            self._stopped = True
+
+    def result(self) -> BeamResult:
+        # Hypotheses still live at the length limit compete with the finished ones.
+        best = max(self.finished + self.alive, key=lambda h: h.score(self.length_penalty))
+        return BeamResult(best, self.finished, self.steps)
+
+
 def beam_search(
     step: StepFn,
     prompt: list[int],
@@ -170,48 +249,17 @@ def beam_search(
 ) -> BeamResult:
     """Keep the `width` most likely partial sequences; a candidate that ends in EOS is finished.
 
-    Each step extends every live hypothesis by every token, ranks the candidates by summed
-    log-probability and keeps the best `width`; those ending in EOS move to `finished`. The search
-    stops when no hypothesis is live, at the length limit, or when `width` hypotheses are finished
-    and the worst of them already beats the best live one. Width 1 is greedy decoding.
+    Each step extends every live hypothesis by its `width` most likely tokens (float64
+    log-softmax), and `Beam` keeps the best `width` candidates by summed log-probability. The
+    search stops when no hypothesis is live, at the length limit, or when `width` hypotheses are
+    finished and the worst of them already beats the best live one. Width 1 is greedy decoding.
     step_many, if given, scores all live hypotheses (equal lengths) in one call -> (n, V) logits.
     """
-    if width < 1:
-        raise GlassformerError(f"beam width must be >= 1, got {width}")
-    alive = [Hypothesis(list(prompt), 0.0, 0)]
-    finished: list[Hypothesis] = []
-    steps: list[list[Hypothesis]] = []
-    for _ in range(max_new_tokens):
-        if max_len is not None and len(alive[0].ids) >= max_len:
-            break
-        candidates = []
-        if step_many is not None:
-            scores = step_many([h.ids for h in alive])
-        else:
-            scores = [step(h.ids) for h in alive]
-        for h, logits in zip(alive, scores, strict=True):
-            logp = _log_softmax(logits)
-            for token in np.argsort(-logp, kind="stable")[:width]:
-                candidates.append(
-                    Hypothesis(
-                        h.ids + [int(token)],
-                        h.logprob + float(logp[token]),
-                        h.n_generated + 1,
-                        finished=int(token) == eos_id,
-                    )
-                )
-        candidates.sort(key=lambda c: -c.logprob)
-        alive = []
-        for c in candidates[:width]:
-            (finished if c.finished else alive).append(c)
-        steps.append(candidates[:width])
-        finished.sort(key=lambda h: -h.score(length_penalty))
-        finished = finished[:width]
-        if not alive:
-            break
-        best_alive = max(h.score(length_penalty) for h in alive)
-        if len(finished) >= width and finished[-1].score(length_penalty) >= best_alive:
-            break
-    # Hypotheses still live at the length limit compete with the finished ones.
-    best = max(finished + alive, key=lambda h: h.score(length_penalty))
-    return BeamResult(best, finished, steps)
+    beam = Beam(prompt, max_new_tokens, eos_id, width, length_penalty, max_len)
+    while not beam.done:
+        ids = [h.ids for h in beam.alive]
+        scores = step_many(ids) if step_many is not None else [step(x) for x in ids]
+        logps = [_log_softmax(logits) for logits in scores]
+        tops = [top_tokens(logp, width) for logp in logps]
+        beam.advance(tops, [logp[t] for logp, t in zip(logps, tops, strict=True)])
+    return beam.result()

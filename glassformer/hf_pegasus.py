@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer import hf
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, ConfigError
 from glassformer.hf import (
@@ -54,16 +55,10 @@ PEGASUS += [
     ("encoder.norm", "model.encoder.layer_norm", "norm"),
     ("decoder.norm", "model.decoder.layer_norm", "norm"),
 ]
-PEGASUS_SHARED = "model.shared.weight"
-PEGASUS_EMBED = {
-    "encoder": "model.encoder.embed_tokens.weight",
-    "decoder": "model.decoder.embed_tokens.weight",
-}
-PEGASUS_POSITIONS = {
-    "encoder": "model.encoder.embed_positions.weight",
-    "decoder": "model.decoder.embed_positions.weight",
-}
-PEGASUS_HEAD, PEGASUS_BIAS = "lm_head.weight", "final_logits_bias"
+# Pegasus names its embeddings, positions, head and logits bias as Marian does (both are BART's).
+PEGASUS_SHARED, PEGASUS_EMBED = hf.MARIAN_SHARED, hf.MARIAN_EMBED
+PEGASUS_POSITIONS = hf.MARIAN_POSITIONS
+PEGASUS_HEAD, PEGASUS_BIAS = hf.MARIAN_HEAD, hf.MARIAN_BIAS
 PEGASUS_FIXED = {
     "arch": "encoder-decoder",
     "norm": "pre",

@@ -2,7 +2,8 @@
 
 The sentence-level layer between the engines and the programs that use them (the CLI, training's
 evaluation, the explorer): choose an engine's step function, run a decoding strategy over it,
-translate sentences (batched greedy with one shared KV cache, or beam search), embed and classify.
+translate sentences (batched greedy, or batched beam search: many sentences' hypotheses in one
+shared KV cache, each sentence searched by its own `decode.Beam`), embed and classify.
 `decode.py` below it knows nothing of engines; this module joins the two.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths
@@ -12,6 +13,8 @@ reading user text or files, checks that name command-line flags beyond these, pr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from glassformer import decode
@@ -19,10 +22,11 @@ from glassformer import reference as R
 from glassformer.errors import GlassformerError
 
 
-def step_function(engine: str, cfg, params, src):
+def step_function(engine: str, cfg, params, src, window: bool = False):
     """Next-token logits from the chosen engine (torch with its KV cache when available).
 
     engine: "auto" (torch if installed, else the reference engine), "torch" or "reference".
+    window: a decoder reads only the last max_len ids (a sliding window past its context).
     """
     if engine in ("auto", "torch"):
         try:
@@ -33,8 +37,8 @@ def step_function(engine: str, cfg, params, src):
                     "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
                 ) from None
         else:
-            return torch_model.step_fn(torch_model.from_params(cfg, params), src)
-    return R.next_token_logits(params, cfg, src)
+            return torch_model.step_fn(torch_model.from_params(cfg, params), src, window=window)
+    return R.next_token_logits(params, cfg, src, window=window)
 
 
 def run_decoding(
@@ -78,41 +82,63 @@ def translate(
     beam: int = 1,
     batch_size: int = 64,
     max_len: int | None = None,
+    length_penalty: float = 1.0,
 ) -> list[str]:
-    """Decode each sentence free-running from BOS: batched greedy with a KV cache, or beam search
-    (one sentence at a time) when beam > 1."""
-    import torch
+    """Decode each sentence free-running from BOS: batched greedy with a KV cache, or batched
+    beam search when beam > 1 (`translate_iter`, collected)."""
+    return list(translate_iter(model, tok, sentences, beam, batch_size, max_len, length_penalty))
 
-    from glassformer.torch_model import many_step_fn, step_fn
 
+def translate_iter(
+    model,
+    tok,
+    sentences: list[str],
+    beam: int = 1,
+    batch_size: int = 64,
+    max_len: int | None = None,
+    length_penalty: float = 1.0,
+    window: int | None = None,
+) -> Iterator[str]:
+    """The translations of `sentences`, yielded in input order as soon as they are known.
+
+    The sentences are taken `window` at a time (default 8 batches), sorted by source length
+    inside the window so that a batch pads little, and decoded `batch_size` sentences at a time
+    (`greedy_batch`, or `beam_batch` with `beam` hypotheses each); a window's translations come
+    out in input order as its batches finish.
+    """
     cfg = model.cfg
     limit = max_len or cfg.max_len
+    window = window or 8 * batch_size
     srcs = [tok.encode(s)[: cfg.max_len] or [tok.unk_id or 0] for s in sentences]
-    outs: list[list[int]] = []
-    with torch.no_grad():
-        if beam > 1:
-            for src in srcs:
-                r = decode.beam_search(
-                    step_fn(model, src),
-                    [tok.bos_id],
-                    limit - 1,
-                    tok.eos_id,
-                    width=beam,
-                    max_len=limit,
-                    step_many=many_step_fn(model, src),
-                )
-                outs.append(r.ids[1:])
-        else:
-            for i in range(0, len(srcs), batch_size):
-                outs += greedy_batch(
-                    model,
-                    srcs[i : i + batch_size],
-                    tok.pad_id or 0,
-                    tok.bos_id,
-                    tok.eos_id,
-                    limit - 1,
-                )
-    return [tok.decode(ids) for ids in outs]
+    pad = tok.pad_id or 0
+    for w0 in range(0, len(srcs), window):
+        order = sorted(range(w0, min(w0 + window, len(srcs))), key=lambda i: len(srcs[i]))
+        done: dict[int, list[int]] = {}
+        next_out = w0
+        for b0 in range(0, len(order), batch_size):
+            chunk = order[b0 : b0 + batch_size]
+            batch = [srcs[i] for i in chunk]
+            if beam > 1:
+                args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
+                outs = [r.ids[1:] for r in beam_batch(model, batch, *args)]
+            else:
+                outs = greedy_batch(model, batch, pad, tok.bos_id, tok.eos_id, limit - 1)
+            done.update(zip(chunk, outs, strict=True))
+            while next_out in done:
+                yield tok.decode(done.pop(next_out))
+                next_out += 1
+
+
+def _padded(srcs: list[list[int]], pad_id: int, device):
+    """Source id lists -> (B, S) ids padded with pad_id, and (B, S) real-token flags."""
+    import torch
+
+    S = max(len(s) for s in srcs)
+    src = torch.full((len(srcs), S), pad_id, dtype=torch.long, device=device)
+    for b, s in enumerate(srcs):
+        src[b, : len(s)] = torch.as_tensor(s)
+    lengths = torch.tensor([len(s) for s in srcs], device=device)
+    return src, torch.arange(S, device=device)[None, :] < lengths[:, None]
 
 
 def greedy_batch(
@@ -133,15 +159,8 @@ def greedy_batch(
     from glassformer.torch_model import KVCache
 
     device = next(model.parameters()).device
-    S = max(len(s) for s in srcs)
     with torch.no_grad():
-        src = torch.full((len(srcs), S), pad_id, dtype=torch.long, device=device)
-        for b, s in enumerate(srcs):
-            src[b, : len(s)] = torch.as_tensor(s)
-        src_valid = (
-            torch.arange(S, device=device)[None, :]
-            < torch.tensor([len(s) for s in srcs], device=device)[:, None]
-        )
+        src, src_valid = _padded(srcs, pad_id, device)
         cache = KVCache.empty(model.cfg.n_decoder_layers)
         new = torch.full((len(srcs), 1), bos_id, dtype=torch.long, device=device)
         out: list[list[int]] = [[] for _ in srcs]
@@ -159,6 +178,87 @@ def greedy_batch(
                 break
             new = nxt[:, None]
     return out
+
+
+def beam_batch(
+    model,
+    srcs: list[list[int]],
+    bos_id: int,
+    eos_id: int | None,
+    width: int,
+    max_new_tokens: int,
+    max_len: int | None = None,
+    length_penalty: float = 1.0,
+    pad_id: int = 0,
+) -> list[decode.BeamResult]:
+    """Beam search for many source sequences at once, each a `decode.Beam` of its own.
+
+    The KV cache holds one row per live hypothesis of every unfinished sentence. Each step runs
+    the decoder once on the rows' last tokens, takes each row's `width` best tokens of a float64
+    log-softmax, lets every sentence's Beam keep its best candidates, then reorders the cache rows
+    to follow the surviving hypotheses (finished sentences drop out). Per sentence the result is
+    `decode.beam_search` over the same model, up to floating-point rounding.
+    """
+    import torch
+
+    from glassformer.torch_model import KVCache
+
+    device = next(model.parameters()).device
+    beams = [
+        decode.Beam([bos_id], max_new_tokens, eos_id, width, length_penalty, max_len) for _ in srcs
+    ]
+    live = [i for i, b in enumerate(beams) if not b.done]  # sentences with rows in the cache
+    if not live:
+        return [b.result() for b in beams]
+    with torch.no_grad():
+        src, src_valid = _padded([srcs[i] for i in live], pad_id, device)
+        cache = KVCache.empty(model.cfg.n_decoder_layers)
+        new = torch.full((len(live), 1), bos_id, dtype=torch.long, device=device)
+        while True:
+            logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
+            src = src_valid = None  # the encoder ran once; its output is in the cache
+            tokens, logps = _top(logits[:, -1].to(torch.float64).log_softmax(-1), width)
+            row, still, index = 0, [], []
+            for i in live:
+                b, n = beams[i], len(beams[i].alive)
+                b.advance(tokens[row : row + n], logps[row : row + n])
+                if not b.done:
+                    still.append(i)
+                    index += [row + p for p in b.parents]
+                row += n
+            live = still
+            if not live:
+                break
+            _select_rows(cache, torch.tensor(index, device=device))
+            last = [h.ids[-1] for i in live for h in beams[i].alive]
+            new = torch.tensor(last, dtype=torch.long, device=device)[:, None]
+    return [b.result() for b in beams]
+
+
+def _top(logp, width: int):
+    """Each row's `width` best tokens and their values, best first with ties to the lower id (as
+    `decode.top_tokens`): (n, width) NumPy arrays. topk does not promise an order among equal
+    values, so a row with a tie among its width+1 best is sorted stably instead."""
+    import torch
+
+    k = min(width + 1, logp.shape[-1])
+    values, tokens = logp.topk(k, dim=-1)  # (n, k), best first
+    tied = (values[:, 1:] == values[:, :-1]).any(-1)
+    if bool(tied.any()):
+        rows = torch.nonzero(tied).flatten()
+        v, t = logp[rows].sort(dim=-1, descending=True, stable=True)
+        values[rows], tokens[rows] = v[:, :k], t[:, :k]
+    return tokens[:, :width].cpu().numpy(), values[:, :width].cpu().numpy()
+
+
+def _select_rows(cache, index) -> None:
+    """Keep (and repeat) the cache rows `index`, in that order, in every cached tensor."""
+    for name in ("self_k", "self_v", "cross_k", "cross_v"):
+        setattr(cache, name, [t.index_select(0, index) for t in getattr(cache, name)])
+    for name in ("memory", "memory_valid", "self_valid"):
+        t = getattr(cache, name)
+        if t is not None:
+            setattr(cache, name, t.index_select(0, index))
 
 
 def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarray:
@@ -182,6 +282,38 @@ def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarra
     valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in ids])
     with torch.no_grad():
         return sentence_embeddings(model, batch, valid).double().numpy()
+
+
+def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64):
+    """Each sequence's probability of every class (N, n_classes) from an encoder classifier: the
+    reference engine in float64, or the torch engine in float32, batched with padding (its
+    logits softmaxed in float64). engine "auto": torch if installed, else the reference."""
+    if engine == "auto":
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            engine = "reference"
+    if engine == "reference":
+        return np.stack([R.softmax(R.classify(params, cfg, x)) for x in ids])  # (N, n_classes)
+    try:
+        import torch
+    except ImportError:
+        raise GlassformerError(
+            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
+            "or use --engine reference"
+        ) from None
+    from glassformer.torch_model import from_params
+
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    out = []
+    with torch.no_grad():
+        for i in range(0, len(ids), batch_size):
+            part = ids[i : i + batch_size]
+            T = max(len(x) for x in part)
+            batch = torch.tensor([x + [0] * (T - len(x)) for x in part])
+            valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in part])
+            out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
+    return R.softmax(np.concatenate(out))
 
 
 def classify(model, tok, sentences: list[str]) -> list[int]:

@@ -63,10 +63,10 @@ def checked(step: Callable, params: dict, cfg, prompt_len: int, src_ids=None) ->
     def wrapped(ids):
         logits = step(ids)
         if not np.all(np.isfinite(logits)):
-            n = len(ids) - prompt_len + 1
+            n = len(ids) - prompt_len + 1  # the origin is sought in what the model read (window)
             raise NonFiniteError(
                 f"generation stopped at new token {n}: the next-token logits are non-finite "
-                f"(NaN or inf); {origin(params, cfg, list(ids), src_ids)}"
+                f"(NaN or inf); {origin(params, cfg, list(ids)[-cfg.max_len :], src_ids)}"
             )
         return logits
 

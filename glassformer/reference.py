@@ -404,14 +404,18 @@ def sentence_embedding(p: Params, cfg: Config, ids, types=None):
     return tap("embedding", pooled / max(np.linalg.norm(pooled), 1e-12))  # (C,)
 
 
-def next_token_logits(p: Params, cfg: Config, src_ids=None):
+def next_token_logits(p: Params, cfg: Config, src_ids=None, window: bool = False):
     """A step function for `decode`: decoder ids so far -> logits of the next token (V,).
 
     The encoder runs once; the decoder is recomputed in full at every step (no cache here).
+    window: past max_len ids, the decoder reads only the last max_len of them, at positions
+    0 .. max_len-1 (a sliding window, as GPT-2-style models generate past their context).
     """
     memory = encode(p, cfg, src_ids) if cfg.arch == "encoder-decoder" else None
 
     def step(ids):
+        if window:
+            ids = ids[-cfg.max_len :]
         return lm_logits(p, cfg, decode(p, cfg, ids, memory))[-1]
 
     return step

@@ -34,6 +34,7 @@ class Task:
     tokenizer: object
     valid_pairs: list[tuple[str, str]] | None = None
     valid_ids: np.ndarray | None = None  # lm: the validation token stream
+    labels: list[str] | None = None  # classify: the class names, saved with the checkpoint
 
 
 def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice(None)):
@@ -208,7 +209,11 @@ def prepare_task(
             )
 
         task = Task(
-            "classify", batches(train_ex, tcfg.seed, True), batches(valid_ex, 0, False), tok
+            "classify",
+            batches(train_ex, tcfg.seed, True),
+            batches(valid_ex, 0, False),
+            tok,
+            labels=list(D.LANGUAGES),
         )
         if not cfg.n_classes:
             cfg = cfg.override("n_classes=2")

@@ -519,21 +519,29 @@ def set_explicit(model: nn.Module, explicit: bool = True) -> None:
             m.explicit = explicit
 
 
-def step_fn(model: Transformer, src_ids=None, use_cache: bool = True):
+def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bool = False):
     """A `decode` step function over one sequence: ids so far -> next-token logits (V,) float64.
 
     With the cache, a call whose ids extend a sequence seen at the previous length runs only the
     new token on a copy of that sequence's cache (beam hypotheses share their parents' caches;
     cached tensors are never modified in place). Otherwise the whole prefix is computed.
+    window: past max_len ids, only the last max_len are read, at positions 0 .. max_len-1 (a
+    sliding window); as every position then moves at each step, no cached key or value holds:
+    the window is computed afresh (the stale caches dropped).
     """
     device = next(model.parameters()).device
     src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
     caches: dict[tuple[int, ...], KVCache] = {}
+    L = model.cfg.max_len
 
     @torch.no_grad()
     def step(ids: list[int]):
         ids = [int(i) for i in ids]
-        if not use_cache:
+        slid = window and len(ids) > L
+        if slid:
+            caches.clear()
+            ids = ids[-L:]
+        if not use_cache or slid:
             logits = model(torch.as_tensor([ids], device=device), src_ids=src, last_only=True)
             return logits[0, -1].to(torch.float64).cpu().numpy()
         parent = caches.get(tuple(ids[:-1]))

@@ -13,6 +13,7 @@ This module does not compute anything with the weights.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,6 +28,7 @@ __all__ = ["check_writable", "write_directory"]  # re-exported: callers save thr
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"
+LABELS_FILE = "labels.json"  # a classifier's class names, in class order (["English", ...])
 STORABLE_DTYPES = ("float64", "float32", "float16")
 
 
@@ -208,9 +210,11 @@ def save(
     dtype: str = "float32",
     extra: dict[str, bytes] | None = None,
     snapshots: dict[int, dict[str, np.ndarray]] | None = None,
+    labels: list[str] | None = None,
 ) -> Path:
-    """Write config.json + model.safetensors (+ tokenizer.json, + `extra` files such as the
-    training state, + earlier weights `snapshots` {step: params}) atomically into `path`."""
+    """Write config.json + model.safetensors (+ tokenizer.json, + labels.json: a classifier's
+    class names, + `extra` files such as the training state, + earlier weights `snapshots`
+    {step: params}) atomically into `path`."""
     if dtype not in STORABLE_DTYPES:
         raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
     check(cfg, params, where="save")
@@ -225,6 +229,9 @@ def save(
                 f"the tokenizer has {tokenizer.vocab_size} tokens but the model's vocab_size is "
                 f"{cfg.vocab_size}; save the model with a tokenizer it can embed"
             )
+    if labels is not None:
+        _check_labels(labels, cfg, "the class names")
+        files[LABELS_FILE] = json.dumps(list(labels), ensure_ascii=False).encode()
     try:
         return write_directory(path, files | (extra or {}), tensors)
     except FileError as e:
@@ -242,6 +249,29 @@ def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str
                 f"{dtype}'s {limit:.6g}; save it as float32 (or float64)"
             )
     return {n: np.ascontiguousarray(params[n], dtype=dtype) for n in spec(cfg)}
+
+
+def load_labels(path: str | Path, cfg: Config) -> list[str] | None:
+    """A classifier checkpoint's class names (labels.json), or None when it has none."""
+    path = Path(path)
+    if not (path / LABELS_FILE).is_file():
+        return None
+    try:
+        labels = read_json(inside(path, path / LABELS_FILE))
+    except FileError as e:
+        raise CheckpointError(str(e)) from None
+    _check_labels(labels, cfg, str(path / LABELS_FILE))
+    return labels
+
+
+def _check_labels(labels, cfg: Config, where: str) -> None:
+    if not (isinstance(labels, list) and all(isinstance(x, str) and x for x in labels)):
+        raise CheckpointError(f"{where}: expected a list of class names (non-empty strings)")
+    if len(labels) != cfg.n_classes or len(set(labels)) != len(labels):
+        raise CheckpointError(
+            f"{where}: {len(labels)} class names ({len(set(labels))} distinct) for a model of "
+            f"n_classes {cfg.n_classes}; give one distinct name per class"
+        )
 
 
 # -- weight snapshots and checkpoint averaging ---------------------------------------------------

@@ -1,10 +1,17 @@
 """Shared fixtures: the articles' golden numbers (a copy of shared/golden kept in tests/golden)."""
 
 import json
+import os
 from pathlib import Path
 
-import numpy as np
-import pytest
+# `make test` runs two xdist workers on two cores: one BLAS / torch thread each, or the workers'
+# threads fight over the cores (small torch operations then run many times slower).
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+import numpy as np  # noqa: E402 (after the thread settings)
+import pytest  # noqa: E402
 
 GOLDEN = Path(__file__).parent / "golden"
 

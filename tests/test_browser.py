@@ -480,7 +480,13 @@ def test_markup_in_prompts_and_vocabularies_runs_nothing(browser, tmp_path):
         R.forward(params, cfg, ids)
     vocab = EVIL + [f"v{i}" for i in range(4)]
     page = render_html(
-        trace, title=EVIL[0], meta={"input": "".join(EVIL)}, vocab=vocab, token_kind="bpe"
+        trace,
+        title=EVIL[0],
+        meta={"input": "".join(EVIL)},
+        vocab=vocab,
+        token_kind="bpe",
+        tokens={"decoder": {"what": EVIL[1], "ids": ids, "pieces": words}},
+        result={"summary": EVIL[2], "probabilities": {EVIL[3]: 0.25, EVIL[0]: 0.75}},
     )
     path = tmp_path / "evil.html"
     path.write_text(page, encoding="utf-8")
@@ -499,4 +505,36 @@ def test_markup_in_prompts_and_vocabularies_runs_nothing(browser, tmp_path):
         assert evil.replace(" ", "␣") in state["text"]  # shown as text, spaces visible
     assert "<" in state["tip"]
     screenshot(driver, tmp_path, "evil.png")
+    assert_offline_and_clean(driver, url)
+
+
+def test_an_explain_report_opens_with_its_tokens_and_closes_with_its_result(browser, tmp_path):
+    """The shipped translator's report from the command line: the source read as text, token by
+    token over its ids, first; the translation last; both reachable from the header."""
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+
+    from glassformer.cli import main
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    path = tmp_path / "en-es.html"
+    argv = ["explain", str(models / "en-es"), "¿Dónde está?", "--html", str(path)]
+    assert main([*argv, "--layers", "0", "--heads", "0"]) == 0
+    url = open_report(driver, path)
+    sections = driver.execute_script(
+        "return [...document.querySelectorAll('section')].map(s => s.id)"
+    )
+    assert sections[0] == "gf-tokens" and sections[-1] == "gf-result"
+    tokens = driver.find_element(By.ID, "gf-tokens")
+    assert tokens.is_displayed()
+    chips = [c.text for c in tokens.find_elements(By.CSS_SELECTOR, ".tokid .tok")]
+    assert chips[:4] == ["␣¿", "Dónde", "␣está", "?"]  # the source, readable: no ▁
+    ids = [c.text for c in tokens.find_elements(By.CSS_SELECTOR, ".tokid small")]
+    assert len(ids) == len(chips) and all(i.isdecimal() for i in ids)
+    driver.find_element(By.CSS_SELECTOR, 'nav a[href="#gf-result"]').click()
+    result = driver.find_element(By.CSS_SELECTOR, "#gf-result .result")
+    assert result.is_displayed() and "stopped at EOS" in result.text and "“" in result.text
+    screenshot(driver, tmp_path, "en-es-result.png")
+    driver.execute_script("window.scrollTo(0, 0)")
+    screenshot(driver, tmp_path, "en-es-tokens.png")
     assert_offline_and_clean(driver, url)

@@ -272,4 +272,20 @@ def test_numpy_parts_work_without_torch(tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert "codes [0, 0, 0, 0, 0, 2]" in r.stdout
-    assert "--engine torch needs PyTorch" in r.stderr
+    assert "--engine torch (the default) needs PyTorch" in r.stderr
+
+
+def test_translate_input_as_people_write_it(capsys, tmp_path):
+    """A BOM, CRLF line ends and a blank line: one output line per input line, blanks kept."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
+    f = tmp_path / "in.txt"
+    f.write_bytes("\ufeffHello!\r\n\r\nThank you.\r\n".encode())
+    code, out, err = run(capsys, "translate", str(en_es), "--input", str(f), "--beam", "1")
+    assert code == 0, err
+    lines = out.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + the final newline
+    code, alone, _ = run(capsys, "translate", str(en_es), "Hello!", "Thank you.", "--beam", "1")
+    assert alone.split("\n")[:2] == [lines[0], lines[2]]  # the BOM changed nothing

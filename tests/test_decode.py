@@ -144,3 +144,19 @@ def test_beam_stops_at_eos_and_length():
     assert len(b.ids) == 3
     with pytest.raises(GlassformerError):
         beam_search(step, [0], 3, None, width=0)
+
+
+def test_beam_steps_one_at_a_time(model_step):
+    """Driving `Beam` by hand is `beam_search`; `parents` names each live hypothesis's prefix."""
+    from glassformer.decode import Beam, _log_softmax, top_tokens
+
+    for eos, penalty in ((None, 1.0), (3, 0.6), (5, 1.0)):
+        beam = Beam([1], 9, eos, width=3, length_penalty=penalty, max_len=12)
+        while not beam.done:
+            before = [h.ids for h in beam.alive]
+            logps = [_log_softmax(model_step(ids)) for ids in before]
+            tops = [top_tokens(lp, 3) for lp in logps]
+            beam.advance(tops, [lp[t] for lp, t in zip(logps, tops, strict=True)])
+            assert [h.ids[:-1] for h in beam.alive] == [before[p] for p in beam.parents]
+        want = beam_search(model_step, [1], 9, eos, width=3, length_penalty=penalty, max_len=12)
+        assert beam.result().ids == want.ids and len(beam.steps) == len(want.steps)

@@ -265,7 +265,8 @@ def test_style_and_script_are_the_package_asset_files_inlined():
     page = render_html(walkthrough.self_attention())
     root = re.search(r'<div class="gf" id="(gf-[0-9a-f]{10})">', page).group(1)
     assert f"<style>\n{asset('report.css')}</style>" in page
-    assert f"<script>\n{asset('report.js').replace('ROOT_ID', root)}</script>" in page
+    script = asset("heatmap.js") + asset("report.js").replace("ROOT_ID", root)
+    assert f"<script>\n{script}</script>" in page  # the drawing shared with the explorer first
     assert "ROOT_ID" in asset("report.js") and "ROOT_ID" not in page
 
 

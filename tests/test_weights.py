@@ -720,6 +720,8 @@ def test_failed_first_save_leaves_nothing(tmp_path, monkeypatch):
 
 
 class _BrokenTokenizer:
+    vocab_size = 1  # fits the model: the failure is in writing it
+
     def to_json(self):
         raise RuntimeError("tokenizer exploded")
 

@@ -2,45 +2,81 @@
 
     glassformer walkthrough hello-world|self-attention [--json FILE] [--all] [REPORT OPTIONS]
     glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING] [REPORT OPTIONS]
+                        [--ablate NAME ...] [--patch-from "other text"] [--find-nan]
+    glassformer lens CKPT "text" [--dla TOKEN [--versus TOKEN]]   (the logit lens)
+    glassformer attribute CKPT "text" [--method integrated_gradients|gradient_x_input]
     glassformer generate CKPT "text" [--strategy greedy|sample|beam] [--engine ...]
     glassformer translate CKPT "text" ... | --input FILE [--beam N]
     glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
     glassformer eval CKPT --data FILE
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
-    glassformer export CKPT OUT [--dtype float16]
-    glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian folders)
-    glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT)
+    glassformer export CKPT OUT [--dtype float16] [--average K]
+    glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian, Pegasus folders)
+    glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT,
+                                                pre-LN encoder-decoder -> Pegasus)
     glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
+    glassformer classify CKPT "text" ... | --input FILE [--engine ...] [--json]
+    glassformer serve [MODEL_DIR ...] [--port 8000]   (the live explorer in the browser)
 
 Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 
 REPORT OPTIONS: --html FILE (one self-contained page), --png DIR (attention heatmaps),
 --layers 0,1 and --heads 0 (only these blocks and heads of the model).
 
-Every user error becomes one line on stderr and exit status 2; nothing here does math.
+Every user error becomes one line on stderr and exit status 2; what a command decided for the
+user (an implied strategy, a sliding window, why generation stopped) is one `glassformer: note:`
+line each on stderr after its output; nothing here does math. Bare `glassformer` prints the help
+to stdout and exits 0; `glassformer --version` says the installed version. Options may come
+anywhere among a command's positional arguments.
 
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
-(walkthrough, explain), `generate` (generate, translate), `training` (train, eval) and
-`checkpoints` (config, init, export, import-hf, export-hf, embed); `common` holds what they share.
+(walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
+attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
+init, export, import-hf, export-hf, embed, classify) and `serve`; `common` holds what they share.
 """
 
 from __future__ import annotations
 
-from glassformer.cli import checkpoints, generate, reports, training
-from glassformer.cli.common import EXIT_USAGE, Parser, run
+import argparse
+import sys
+
+from glassformer.cli import checkpoints, generate, probe, reports, serve, training
+from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, generate, training, checkpoints)
+FAMILIES = (reports, probe, generate, training, checkpoints, serve)
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser()
+    if not argv:  # bare `glassformer`: what it can do, to stdout, and success
+        parser.print_help()
+        return 0
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
         return e.code if isinstance(e.code, int) else 0
     return run(args)
+
+
+class _Version(argparse.Action):
+    """--version: the installed package's version, read only when asked (start-up stays fast)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, **kw):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kw)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib import metadata
+
+        try:
+            version = metadata.version("glassformer")
+        except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+            from glassformer import __version__ as version
+        print(f"glassformer {version}")
+        parser.exit(0)
 
 
 def build_parser() -> Parser:
@@ -48,7 +84,10 @@ def build_parser() -> Parser:
         prog="glassformer",
         description="The transformer you can see through: every matrix of the articles' math.",
     )
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p.add_argument("--version", action=_Version, help="print the version and exit")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=CommandParser
+    )
     for family in FAMILIES:
         family.add_parsers(sub)
     return p

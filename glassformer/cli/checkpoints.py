@@ -1,5 +1,6 @@
-"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `export-hf`, and
-`embed` (sentence embeddings of a checkpoint or a Hugging Face folder).
+"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `export-hf`, and the
+encoders' commands: `embed` (sentence embeddings of a checkpoint or a Hugging Face folder) and
+`classify` (a classifier's class of each text, with its probability).
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ import numpy as np
 from glassformer import inference, loading, weights
 from glassformer.cli.common import (
     SEED,
+    class_names,
     config_args,
     encode,
+    input_lines,
     integer,
     load_model,
+    need_torch,
     not_onto_itself,
     output_folder,
     overwrite_arg,
@@ -25,6 +29,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
+from glassformer.tokenizer.display import display_kind, display_tokens
 
 
 def add_parsers(sub) -> None:
@@ -126,6 +131,31 @@ def add_parsers(sub) -> None:
     em.add_argument("--json", action="store_true", help="print JSON for programs")
     em.set_defaults(func=cmd_embed)
 
+    cl = sub.add_parser(
+        "classify",
+        help="the class of each text from an encoder classifier (e.g. train classify)",
+        description="Print the most likely class of each TEXT and of each line of --input FILE, "
+        "with its probability: one line per input (a blank input line gives a blank line). "
+        "Class names are those saved with the model (labels.json), else class numbers.",
+    )
+    cl.add_argument("checkpoint", help="an encoder checkpoint with a classifier (n_classes > 0)")
+    cl.add_argument("text", nargs="*", help="texts to classify")
+    cl.add_argument("--input", metavar="FILE", help="a UTF-8 file, one text a line")
+    cl.add_argument(
+        "--engine",
+        choices=["auto", "reference", "torch"],
+        default="auto",
+        help="reference: NumPy float64; torch: PyTorch float32, batched; auto: torch if "
+        "installed (default)",
+    )
+    cl.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object a line: text, tokens, label, class, probability and the "
+        "probability of every class",
+    )
+    cl.set_defaults(func=cmd_classify)
+
 
 def cmd_config(args) -> int:
     cfg = preset(args.preset).override(*args.overrides)
@@ -141,6 +171,11 @@ def cmd_init(args) -> int:
     cfg = preset(args.preset).override(*args.overrides)
     weights.check_fits(cfg)
     if args.tokenizer == "article":
+        if args.corpus:
+            raise GlassformerError(
+                "--corpus does nothing with the article tokenizer (its 10 words are fixed); "
+                "give --tokenizer char or word to build one from it"
+            )
         tok = tk.article_tokenizer()
     else:
         if not args.corpus:
@@ -168,7 +203,8 @@ def cmd_export(args) -> int:
     if args.average is not None:
         params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
         print(f"averaged the weights of steps {', '.join(map(str, steps))}")
-    weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype)
+    labels = loading.class_names(args.checkpoint, cfg)
+    weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype, labels=labels)
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
     print(
         f"wrote {args.out}: {weights.n_params(cfg):,} parameters as {args.dtype} "
@@ -212,6 +248,8 @@ def cmd_export_hf(args) -> int:
 
 
 def cmd_embed(args) -> int:
+    if args.engine == "torch":
+        need_torch("--engine torch (the default)", "use --engine reference")
     cfg, params, tok = load_model(args.checkpoint)
     if not cfg.has_encoder:
         raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
@@ -220,11 +258,19 @@ def cmd_embed(args) -> int:
     cosine = E @ E.T  # unit vectors: dot product = cosine similarity
     if args.json:
         items = [
-            {"text": t, "tokens": tok.tokens(x), "ids": x, "embedding": e.tolist()}
+            {
+                "text": t,
+                "tokens": tok.tokens(x),
+                "tokens_readable": display_tokens(tok.tokens(x), display_kind(tok)),
+                "ids": x,
+                "embedding": e.tolist(),
+            }
             for t, x, e in zip(args.text, ids, E, strict=True)
         ]
         out = {"model": args.checkpoint, "engine": args.engine, "dim": int(E.shape[1])}
-        print(json.dumps(out | {"embeddings": items, "cosine": cosine.tolist()}))
+        print(
+            json.dumps(out | {"embeddings": items, "cosine": cosine.tolist()}, ensure_ascii=False)
+        )
         return 0
     for k, (t, e) in enumerate(zip(args.text, E, strict=True)):
         head = ", ".join(f"{v:+.4f}" for v in e[:6])
@@ -233,4 +279,47 @@ def cmd_embed(args) -> int:
         print("cosine similarity:")
         for k, row in enumerate(cosine):
             print(f"  [{k}] " + " ".join(f"{v:6.3f}" for v in row))
+    return 0
+
+
+def cmd_classify(args) -> int:
+    if args.engine == "torch":
+        need_torch("--engine torch", "use --engine reference")
+    cfg, params, tok = load_model(args.checkpoint)
+    if cfg.arch != "encoder" or not cfg.n_classes:
+        what = f"an {cfg.arch}" if cfg.arch != "decoder" else "a decoder"
+        hint = "; for an encoder without one use `embed`" if cfg.arch == "encoder" else ""
+        raise GlassformerError(
+            f"classify needs an encoder with a classifier (n_classes > 0); {args.checkpoint} is "
+            f"{what}{' without a classifier' if cfg.arch == 'encoder' else ''}{hint}"
+        )
+    names = class_names(args.checkpoint, cfg)
+    lines = input_lines(args.text, args.input)
+    texts = [t for t in lines if t.strip()]
+    if not texts:
+        raise GlassformerError("nothing to classify: give texts or --input FILE")
+    ids = [encode(tok, t, cfg) for t in texts]
+    probs = iter(inference.class_probabilities(cfg, params, ids, args.engine))  # (N, n_classes)
+    kind = display_kind(tok)
+    tokens = iter(ids)
+    for line in lines:  # a blank input line gives a blank output line: outputs stay aligned
+        if not line.strip():
+            print("null" if args.json else "")
+            continue
+        p, x = next(probs), next(tokens)
+        k = int(p.argmax())
+        if args.json:
+            item = {
+                "text": line,
+                "tokens": tok.tokens(x),
+                "tokens_readable": display_tokens(tok.tokens(x), kind),
+                "ids": x,
+                "label": names[k],
+                "class": k,
+                "probability": float(p[k]),
+                "probabilities": dict(zip(names, map(float, p), strict=True)),
+            }
+            print(json.dumps(item, ensure_ascii=False))
+        else:
+            print(f"{names[k]}\t{p[k]:.4f}")
     return 0

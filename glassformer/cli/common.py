@@ -21,19 +21,36 @@ from glassformer.config import PRESETS
 from glassformer.errors import GlassformerError, Interrupted
 
 EXIT_USAGE = 2
+# The optional dependencies, each with the extra that installs it (pyproject.toml).
+EXTRAS = dict.fromkeys(("torch", "tqdm", "matplotlib", "sacrebleu"), "torch")
 
 
 def run(args) -> int:
     """Run the parsed command: a user error is one line on stderr and exit status 2, never a
     traceback; an interrupted run says what it kept (exit 128 + signal); Ctrl-C elsewhere is one
-    line and 130; a closed pipe (`glassformer ... | head`) is success; a full stdout is one line."""
+    line and 130; a closed pipe (`glassformer ... | head`) is success; a full stdout is one line;
+    a missing optional dependency names the extra that installs it. The command's notes follow
+    its output."""
+    NOTES.clear()
     try:
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
             code = args.func(args) or 0
         sys.stdout.flush()
+        for line in NOTES:
+            print(f"glassformer: note: {line}", file=sys.stderr)
         return code
     except GlassformerError as e:
         print(f"glassformer: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except ModuleNotFoundError as e:  # an optional dependency, imported where it is needed
+        extra = EXTRAS.get((e.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"glassformer: error: {args.command} needs {e.name.split('.')[0]}, which is not "
+            f"installed: pip install 'glassformer[{extra}]'",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     except Interrupted as e:  # the work so far was saved; the message says how to continue
         print(f"glassformer: {e}", file=sys.stderr)
@@ -58,11 +75,67 @@ def _drop_stdout() -> None:
     os.close(devnull)
 
 
+NOTES: list[str] = []
+
+
+def note(message: str) -> None:
+    """A one-line note for stderr: what the command decided for the user, said once, after its
+    output (and not at all when it is refused: a refusal is its one error line)."""
+    if message not in NOTES:
+        NOTES.append(message)
+
+
+def did_you_mean(word: str, choices) -> str:
+    """'; did you mean X?' for the choice closest to a mistyped `word` (difflib), or ''."""
+    import difflib
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f"; did you mean {found[0]}?" if found else ""
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: `glassformer: error: ...` and exit 2, no usage block."""
+    """argparse with one-line errors: `glassformer: error: ...` and exit 2, no usage block; a
+    mistyped command, choice or option gets the nearest valid one suggested."""
 
     def error(self, message: str):
+        message += self._suggestion(message)
         self.exit(EXIT_USAGE, f"glassformer: error: {message} (see {self.prog} --help)\n")
+
+    def _suggestion(self, message: str) -> str:
+        import re
+
+        choice = re.search(r"invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if choice:
+            return did_you_mean(choice[1], re.findall(r"'([^']*)'", choice[2]))
+        unknown = re.match(r"unrecognized arguments: (.*)$", message)
+        if unknown:
+            options = [o for a in self._actions for o in a.option_strings]
+            for arg in unknown[1].split():
+                if arg.split("=")[0] in options:
+                    return f"; {arg} came after '--', which makes everything after it text"
+                if arg.startswith("-") and (hint := did_you_mean(arg.split("=")[0], options)):
+                    return hint
+        return ""
+
+
+class CommandParser(Parser):
+    """A subcommand's parser: options may come anywhere among its positional arguments
+    (`translate CKPT --beam 1 "text"`), and what it does not know is refused here, where the
+    command's own options can be suggested."""
+
+    _mixing = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        if self._mixing:  # the inner passes of parse_known_intermixed_args
+            return super().parse_known_args(args, namespace)
+        self._mixing = True
+        try:
+            namespace, extras = self.parse_known_intermixed_args(args, namespace)
+        finally:
+            self._mixing = False
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 # -- argument types: every number is checked where it enters -----------------------------------
@@ -114,7 +187,7 @@ def report_args(p: argparse.ArgumentParser) -> None:
         "--html",
         metavar="FILE",
         help="write one self-contained HTML page (no network needed) that follows the data "
-        "through the model, instead of printing the steps",
+        "through the model, instead of printing the steps ('-': stdout)",
     )
     p.add_argument(
         "--png",
@@ -133,51 +206,89 @@ def report_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_report_outputs(args) -> None:
-    """Before any work: --html, --json and --png may be written (nothing replaced unasked)."""
+    """Before any work: --html, --json and --png may be written (nothing replaced unasked);
+    '-' (stdout) is for one of --json and --html."""
+    if args.json == "-" and args.html == "-":
+        raise GlassformerError("--json - and --html - would both write to stdout; give one a file")
+    if args.png == "-":
+        raise GlassformerError("--png writes one file per map: give a folder, not '-'")
     output_file(args.html, args.overwrite)
     output_file(args.json, args.overwrite)
     if args.png:
         output_folder(args.png, args.overwrite)
 
 
+SAMPLING_OPTIONS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": None}
+BEAM_OPTIONS = {"beam_width": 4, "length_penalty": 1.0}
+STRATEGY_RULE = (
+    "A sampling option (--temperature, --top-k, --top-p, --seed) without --strategy means "
+    "--strategy sample, a beam option (--beam-width, --length-penalty) --strategy beam, and the "
+    "command says so in a note; an option of another strategy than the one given is refused."
+)
+
+
 def decoding_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
+    g = p.add_argument_group("decoding", STRATEGY_RULE)
+    g.add_argument(
         "--strategy",
         choices=["greedy", "sample", "beam"],
-        default="greedy",
+        default=None,
         help="greedy (default), sample (temperature/top-k/top-p) or beam search",
     )
-    p.add_argument(
+    g.add_argument(
         "--temperature",
         type=real("temperature", 0.0, says="a finite number > 0"),
-        default=1.0,
         help="sampling temperature (1.0)",
     )
-    p.add_argument(
-        "--top-k",
-        type=integer("top-k", 1),
-        default=None,
-        help="sample from the k most likely",
+    g.add_argument("--top-k", type=integer("top-k", 1), help="sample from the k most likely")
+    g.add_argument(
+        "--top-p", type=real("top-p", 0.0, 1.0, says="in (0, 1]"), help="nucleus sampling threshold"
     )
-    p.add_argument(
-        "--top-p",
-        type=real("top-p", 0.0, 1.0, says="in (0, 1]"),
-        default=None,
-        help="nucleus sampling threshold",
-    )
-    p.add_argument("--seed", type=SEED, default=None, help="sampling seed (same seed, same text)")
-    p.add_argument(
-        "--beam-width",
-        type=integer("beam width", 1),
-        default=4,
-        help="beam search width (4)",
-    )
-    p.add_argument(
+    g.add_argument("--seed", type=SEED, help="sampling seed (same seed, same text)")
+    g.add_argument("--beam-width", type=integer("beam width", 1), help="beam search width (4)")
+    g.add_argument(
         "--length-penalty",
         type=real("length-penalty", says="a finite number"),
-        default=1.0,
         help="beam score = log-prob / generated_tokens^penalty (1.0)",
     )
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def given_decoding_options(args) -> list[str]:
+    """The decoding options the user gave (as flags), --strategy included."""
+    names = ["strategy", *SAMPLING_OPTIONS, *BEAM_OPTIONS]
+    return [_flag(n) for n in names if getattr(args, n) is not None]
+
+
+def choose_strategy(args) -> None:
+    """Settle args.strategy by the rule in STRATEGY_RULE and fill in the defaults; a note says
+    an implied strategy, an option that would do nothing is one clear error. Before any work."""
+    sampling = [n for n in SAMPLING_OPTIONS if getattr(args, n) is not None]
+    beam = [n for n in BEAM_OPTIONS if getattr(args, n) is not None]
+    if args.strategy is None:
+        if sampling and beam:
+            raise GlassformerError(
+                f"{_flag(sampling[0])} is a sampling option and {_flag(beam[0])} a beam search "
+                "option; choose one --strategy"
+            )
+        if sampling or beam:
+            args.strategy = "sample" if sampling else "beam"
+            used = " and ".join(_flag(n) for n in sampling or beam)
+            note(f"{used} given: decoding with --strategy {args.strategy}")
+        else:
+            args.strategy = "greedy"
+    for strategy, options in (("sample", sampling), ("beam", beam)):
+        if options and args.strategy != strategy:
+            raise GlassformerError(
+                f"{_flag(options[0])} does nothing with --strategy {args.strategy}; drop it, or "
+                f"use --strategy {strategy}"
+            )
+    for name, default in (SAMPLING_OPTIONS | BEAM_OPTIONS).items():
+        if getattr(args, name) is None:
+            setattr(args, name, default)
 
 
 def config_args(p: argparse.ArgumentParser) -> None:
@@ -211,14 +322,32 @@ def load_model(path: str):
     return cfg, params, tok
 
 
+def class_names(path: str, cfg) -> list[str]:
+    """A classifier's class names as saved with it, else its class numbers ("0", "1", ...)."""
+    return loading.class_names(path, cfg) or [str(k) for k in range(cfg.n_classes)]
+
+
+def need_torch(what: str, instead: str = "") -> None:
+    """One clear line, before any work, where `what` needs PyTorch and it is not installed (the
+    `torch` extra); `instead`: what works without it."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise GlassformerError(
+            f"{what} needs PyTorch, which is not installed: pip install 'glassformer[torch]'"
+            + (f", or {instead}" if instead else "")
+        ) from None
+
+
 def bos(tok) -> list[int]:
     if tok.bos_id is None:
         raise GlassformerError("the tokenizer has no start token (SOS/BOS) to start decoding from")
     return [tok.bos_id]
 
 
-def encode(tok, text: str, cfg, room: int = 0) -> list[int]:
-    """Token ids of user text, with the checks the engines expect (never empty, never too long)."""
+def encode(tok, text: str, cfg, room: int = 0, window: bool = False) -> list[int]:
+    """Token ids of user text, with the checks the engines expect (never empty, never longer than
+    max_len - room; with `window`, a decoder that slides over its context, any length)."""
     if not text.strip():
         raise GlassformerError("the text is empty: give at least one word")
     ids, unknown = tok.encode_for_model(text)
@@ -226,13 +355,9 @@ def encode(tok, text: str, cfg, room: int = 0) -> list[int]:
         raise GlassformerError("the text has no tokens: give at least one word")
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-        print(
-            f"glassformer: note: {len(unknown)} unknown token(s) mapped to "
-            f"{tok.specials.get('unk')}: {shown}",
-            file=sys.stderr,
-        )
+        note(f"{len(unknown)} unknown token(s) mapped to {tok.specials.get('unk')}: {shown}")
     limit = cfg.max_len - room
-    if len(ids) > limit:
+    if len(ids) > limit and not window:
         raise GlassformerError(
             f"the text has {len(ids)} tokens but the model takes at most "
             f"{limit} (max_len {cfg.max_len}); shorten it"
@@ -240,26 +365,29 @@ def encode(tok, text: str, cfg, room: int = 0) -> list[int]:
     return ids
 
 
-def run_decoding(args, step, prompt: list[int], tok, cfg, params, src=None):
-    """Greedy, sampling or beam search as the decoding options say: a Generation or BeamResult.
-    Non-finite logits stop it with one line naming where they start."""
+def run_decoding(
+    args, step, prompt: list[int], tok, cfg, params, src=None, window=False, quiet=False
+):
+    """Greedy, sampling or beam search as the decoding options say (`choose_strategy` first): a
+    Generation or BeamResult. Non-finite logits stop it with one line naming where they start.
+    window: the step function slides over a decoder's context, so only --max-new-tokens bounds
+    the length; otherwise the decoder's max_len does too. A note says why generation stopped
+    (unless quiet: a second generation of the same report)."""
     from glassformer import numerics
 
-    max_new = args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
-    if max_new < 1:
-        raise GlassformerError("--max-new-tokens must be at least 1")
+    max_new = max_new_tokens(args, cfg)
     if args.strategy == "beam" and args.beam_width > cfg.vocab_size:
         raise GlassformerError(
             f"--beam-width {args.beam_width} is more than the vocabulary ({cfg.vocab_size} "
             "tokens); use at most the vocabulary size"
         )
     step = numerics.checked(step, params, cfg, len(prompt), src)
-    return inference.run_decoding(
+    result = inference.run_decoding(
         step,
         prompt,
         max_new_tokens=max_new,
         eos_id=tok.eos_id,
-        max_len=cfg.max_len,
+        max_len=None if window else cfg.max_len,
         strategy=args.strategy,
         temperature=args.temperature,
         top_k=args.top_k,
@@ -267,6 +395,39 @@ def run_decoding(args, step, prompt: list[int], tok, cfg, params, src=None):
         seed=args.seed,
         beam_width=args.beam_width,
         length_penalty=args.length_penalty,
+    )
+    ids = result.ids
+    if quiet:
+        return result
+    if window and len(ids) > cfg.max_len:
+        note(
+            f"the text is longer than the model's context of {cfg.max_len} tokens: each next "
+            f"token was predicted from the last {cfg.max_len} only (a sliding window)"
+        )
+    note(stop_reason(result, len(prompt), max_new, args.max_new_tokens is None, cfg))
+    return result
+
+
+def max_new_tokens(args, cfg) -> int:
+    """--max-new-tokens, or by default the model's max_len."""
+    return args.max_new_tokens if args.max_new_tokens is not None else cfg.max_len
+
+
+def stop_reason(result, n_prompt: int, max_new: int, default_max: bool, cfg) -> str:
+    """Why a generation ended, in words: EOS, the --max-new-tokens bound, or the decoder's
+    max_len (the longest sequence it has positions for)."""
+    best = getattr(result, "best", None)  # a BeamResult's best hypothesis
+    eos = best.finished if best is not None else result.stopped_at_eos
+    n_new = len(result.ids) - n_prompt
+    if eos:
+        return f"stopped at EOS after {n_new} new token{'s' * (n_new != 1)}"
+    if n_new >= max_new:
+        if default_max:
+            return f"stopped after {n_new} new tokens (--max-new-tokens, default max_len)"
+        return f"stopped after --max-new-tokens {max_new}"
+    return (
+        f"stopped at the decoder's max_len {cfg.max_len}: it has no position for token "
+        f"{cfg.max_len + 1}"
     )
 
 
@@ -279,6 +440,17 @@ def read_text(path: str) -> str:
     from glassformer.data import read_file
 
     return read_file(path)
+
+
+def input_lines(texts: list[str], path: str | None) -> list[str]:
+    """TEXT arguments, then the lines of --input FILE (its final newline ends its last line);
+    blank lines are kept, so that outputs line up with inputs."""
+    lines = list(texts)
+    if path:
+        lines += read_text(path).split("\n")
+        if lines[-1] == "":
+            lines.pop()
+    return lines
 
 
 def describe(path: Path) -> str:

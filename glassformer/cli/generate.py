@@ -5,9 +5,12 @@ are the options, the checks on user text, and the printing.
 
 from __future__ import annotations
 
+import sys
+
 from glassformer import inference
 from glassformer.cli.common import (
     bos,
+    choose_strategy,
     decoding_args,
     encode,
     integer,
@@ -31,7 +34,8 @@ def add_parsers(sub) -> None:
         "--max-new-tokens",
         type=integer("--max-new-tokens", 1, says="at least 1"),
         default=None,
-        help="stop after this many tokens (default: up to max_len)",
+        help="stop after this many new tokens (default: the model's max_len); a decoder "
+        "slides over its context (the last max_len tokens), an encoder-decoder stops at max_len",
     )
     g.add_argument(
         "--engine",
@@ -58,23 +62,32 @@ def add_parsers(sub) -> None:
         default=4,
         help="beam width (default 4; 1 = greedy)",
     )
+    tl.add_argument(
+        "--progress",
+        action="store_true",
+        help="show a progress bar on stderr even when it is not a terminal (it is shown "
+        "whenever stderr is one)",
+    )
     tl.set_defaults(func=cmd_translate)
 
 
 def cmd_generate(args) -> int:
+    choose_strategy(args)
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch == "encoder":
         raise GlassformerError("an encoder-only model does not generate; use `explain`")
-    ids = encode(tok, args.text, cfg)
+    window = cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
+    ids = encode(tok, args.text, cfg, window=window)
     src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
-    step = inference.step_function(args.engine, cfg, params, src)
-    out = run_decoding(args, step, prompt, tok, cfg, params, src).ids
+    step = inference.step_function(args.engine, cfg, params, src, window=window)
+    out = run_decoding(args, step, prompt, tok, cfg, params, src, window=window).ids
     print(tok.decode(out[len(prompt) :] if cfg.arch == "encoder-decoder" else out))
     return 0
 
 
 def cmd_translate(args) -> int:
     import torch
+    from tqdm import tqdm
 
     from glassformer.torch_model import from_params
 
@@ -99,7 +112,14 @@ def cmd_translate(args) -> int:
     for s in sentences:
         encode(tok, s, cfg)
     model = from_params(cfg, params, dtype=torch.float32).eval()
-    out = iter(inference.translate(model, tok, sentences, beam=args.beam))
-    for line in lines:  # a blank input line gives a blank output line: outputs stay aligned
-        print(next(out) if line.strip() else "")
+    show = args.progress or sys.stderr.isatty()
+    # Each translation is printed as soon as it and those before it are known; a blank input
+    # line gives a blank output line, so that outputs stay aligned with inputs.
+    translations = inference.translate_iter(model, tok, sentences, beam=args.beam)
+    with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
+        for line in lines:
+            text = next(translations) if line.strip() else ""
+            with bar.external_write_mode():
+                print(text, flush=True)
+            bar.update(bool(line.strip()))
     return 0

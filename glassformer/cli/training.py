@@ -8,7 +8,14 @@ import sys
 from pathlib import Path
 
 from glassformer import weights
-from glassformer.cli.common import integer, last_step, load_model, output_folder, overwrite_arg
+from glassformer.cli.common import (
+    integer,
+    last_step,
+    load_model,
+    need_torch,
+    output_folder,
+    overwrite_arg,
+)
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
 
@@ -85,8 +92,8 @@ def add_parsers(sub) -> None:
     ev.add_argument(
         "--beam",
         type=integer("--beam", 1, says="at least 1"),
-        default=4,
-        help="beam width for translation (4)",
+        default=None,
+        help="beam width for translation (4; an encoder-decoder only)",
     )
     ev.add_argument(
         "--limit",
@@ -101,6 +108,8 @@ TASK_PRESETS = {"lm": "char-lm", "translate": "translator", "classify": "encoder
 
 
 def cmd_train(args) -> int:
+    need_torch("train")
+    _check_train_options(args)
     from glassformer import train as T
     from glassformer.tasks import prepare_task
 
@@ -162,6 +171,27 @@ def cmd_train(args) -> int:
     if "bleu_signature" in last:
         print(f"BLEU signature: {last['bleu_signature']}")
     return 0
+
+
+def _check_train_options(args) -> None:
+    """Refuse an option that would do nothing in this run (before any work)."""
+    if args.task == "lm" and args.valid:
+        raise GlassformerError(
+            "--valid is for translate and classify; lm validates on the last 10% of --data"
+        )
+    if args.init:
+        for flag, value in (("--tokenizer", args.tokenizer), ("--vocab-size", args.vocab_size)):
+            if value is not None:
+                raise GlassformerError(
+                    f"{flag} does nothing with --init (the checkpoint's tokenizer is reused); "
+                    f"drop {flag}"
+                )
+    kind = args.tokenizer or {"lm": "char"}.get(args.task)
+    if kind == "char" and args.vocab_size is not None:
+        raise GlassformerError(
+            "--vocab-size does nothing with the char tokenizer (every character seen is one "
+            "token); drop it, or choose --tokenizer word, bpe or sp-bpe"
+        )
 
 
 def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
@@ -244,8 +274,12 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
         elif key in train_keys:
             train.append(item)
         else:
+            import difflib
+
+            near = difflib.get_close_matches(key, model_keys | train_keys, n=1, cutoff=0.6)
+            hint = f"did you mean {near[0]}? " if near else ""
             raise GlassformerError(
-                f"--set {item!r}: unknown field {key!r}; model fields: "
+                f"--set {item!r}: unknown field {key!r}; {hint}model fields: "
                 f"{', '.join(sorted(model_keys))}; training fields: "
                 f"{', '.join(sorted(train_keys))}"
             )
@@ -315,6 +349,7 @@ def _fmt(v) -> str:
 
 
 def cmd_eval(args) -> int:
+    need_torch("eval")
     import torch
 
     from glassformer import data as D
@@ -323,6 +358,10 @@ def cmd_eval(args) -> int:
     from glassformer.torch_model import from_params
 
     cfg, params, tok = load_model(args.checkpoint)
+    if args.beam is not None and cfg.arch != "encoder-decoder":
+        raise GlassformerError(
+            f"--beam is for translation; {args.checkpoint} is arch={cfg.arch!r}: drop it"
+        )
     model = from_params(cfg, params, dtype=torch.float32).eval()
     if cfg.arch == "decoder":
         ids = torch.tensor(tok.encode(D.read_text(args.data)))
@@ -344,7 +383,7 @@ def cmd_eval(args) -> int:
     if args.limit:
         pairs = pairs[: args.limit]
     if cfg.arch == "encoder-decoder":
-        hyps = translate(model, tok, [s for s, _ in pairs], beam=args.beam)
+        hyps = translate(model, tok, [s for s, _ in pairs], beam=args.beam or 4)
         print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
         return 0
     ex = D.language_id(pairs)

@@ -4,12 +4,14 @@
 data of the large matrices as JSON in a `<script type="application/json">` block. It opens from
 disk and loads nothing from anywhere. Its sections, each present when the trace has what it shows:
 
+    tokens      how the input was split into tokens (each readable, over its id)
     story       the narrated steps (those with a note), in order
     overflow    naive vs stable softmax vs residual + LayerNorm, per block (`overflow.*.max_abs`)
     scaling     ÷√c vs ÷30 (`head1.A` vs `div30.head1.A`)
     attention   every attention map, tokens on both axes, a picker for site / layer / head
     generation  each decoding step's most likely next tokens
     steps       every step in order: name, equation, shape with its sizes, values
+    result      what the model made of the input: the output text, a class, an embedding
 
 Matrices up to SMALL x SMALL are numeric tables written here (the exact value in each cell's
 title), and so are small tensors of 3 or more axes, as up to SMALL such matrices each under its
@@ -21,10 +23,13 @@ shown readable (`tokenizer.display`: whitespace visible, byte-level pieces decod
 stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a visible
 note.
 
-This module assembles the page. The style and the script are real files, `assets/report.css` and
-`assets/report.js`, read as package data and inlined; the steps come from `select.py`; tables,
-heatmap data, plots and decoding steps are `html_pieces.py`'s. It computes nothing about the model
-(ranking the top tokens and downsampling for display aside), prints nothing and writes no files.
+This module assembles the page. The style and the script are real files, `assets/report.css`,
+`assets/heatmap.js` (the drawing, shared with the live explorer) and `assets/report.js`, read as
+package data and inlined; the steps come from `select.py`; tables, heatmap data, plots and
+decoding steps are `html_pieces.py`'s. The live explorer (`glassformer.serve`) serves the same
+files and renders its step cards and attention maps with `step_renderer` (this page's cards,
+one at a time). It computes nothing about the model (ranking the top tokens and downsampling for
+display aside), prints nothing and writes no files.
 """
 
 from __future__ import annotations
@@ -41,15 +46,19 @@ from glassformer.errors import GlassformerError
 from glassformer.explain.html_pieces import (
     LEGEND,
     SHRUNK_SIDE,
+    as_matrix,
+    color_scale,
     decode_step,
     dims,
     esc,
     heatmap_data,
     overflow_svg,
     reduced_note,
+    result_html,
     shape_text,
     table,
     token_chips,
+    tokens_table,
 )
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
 from glassformer.tokenizer.display import display_token
@@ -86,6 +95,8 @@ def render_html(
     heads: list[int] | None = None,
     max_bytes: int = MAX_BYTES,
     token_kind: str | None = None,
+    tokens: dict[str, dict] | None = None,
+    result: dict | None = None,
 ) -> str:
     """The trace as one self-contained HTML document of at most `max_bytes` bytes.
 
@@ -94,13 +105,15 @@ def render_html(
     generation: a `decode.Generation` or `decode.BeamResult` to explain step by step;
     layers, heads: show only these blocks and heads of the model; token_kind: the tokenizer's
     kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
-    visible only).
+    visible only); tokens: {stack: {"what", "ids", "pieces"}}, how the input was split, shown
+    first; result: {"summary", ...}, what the model made of it, shown last.
     """
     steps = select_steps(trace, layers, heads)
     shrink: dict[str, str] = {}
     for _ in range(3):
         page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
-        doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads))
+        told = {"tokens": tokens, "result": result}
+        doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads), told)
         size = len(doc.encode("utf-8"))
         if size <= max_bytes:
             return doc
@@ -110,6 +123,26 @@ def render_html(
         f"the report would be {size / 1e6:.1f} MB, over its {max_bytes / 1e6:g} MB bound even "
         "with its heatmaps reduced; choose fewer blocks and heads, e.g. --layers 0 --heads 0"
     )
+
+
+def step_renderer(
+    trace: Trace,
+    *,
+    vocab: list[str] | None = None,
+    params: dict[str, np.ndarray] | None = None,
+    token_kind: str | None = None,
+    exact: bool = True,
+    tile_cells: int | None = None,
+    readable_vocab: list[str] | None = None,
+):
+    """The report's cards one at a time, for the live explorer: `.card(step)` is a step's HTML
+    (as in the report), `.maps` collects the heatmap data its `<div class="hm">` elements name;
+    `.labels(step)` its axis labels; `.masked(step)` its masked scores. exact: float32 heatmaps;
+    tile_cells: a step's map of more cells is sent as its size only (`"tiled": step name`);
+    readable_vocab: `vocab` already made readable (a big vocabulary is made so once)."""
+    page = _Page(trace, None, params, {}, MAX_BYTES, token_kind, exact, tile_cells)
+    page.vocab = readable_vocab if readable_vocab is not None else page.readable(vocab)
+    return page
 
 
 def _selection(layers, heads) -> str:
@@ -124,9 +157,22 @@ def _selection(layers, heads) -> str:
 class _Page:
     """One rendering pass: sections are HTML strings; heatmap data collects in `maps`."""
 
-    def __init__(self, trace: Trace, vocab, params, shrink: dict[str, str], max_bytes, kind=None):
+    def __init__(
+        self,
+        trace: Trace,
+        vocab,
+        params,
+        shrink: dict[str, str],
+        max_bytes,
+        kind=None,
+        exact: bool = False,
+        tile_cells: int | None = None,
+    ):
         self.trace, self.params = trace, params or {}
         self.kind = kind
+        # The explorer's options: heatmaps in float32 (exact hover values), and a step's map of
+        # more than tile_cells cells sent as its size only, its values fetched as it scrolls.
+        self.exact, self.tile_cells = exact, tile_cells
         self.vocab = self.readable(vocab)
         self.shrink, self.max_bytes = shrink, max_bytes
         self.key = {id(s): f"s{i}" for i, s in enumerate(trace.steps)}
@@ -154,14 +200,18 @@ class _Page:
             return ~mask
         return None
 
-    def document(self, steps, title, meta, generation, selection) -> str:
+    def document(self, steps, title, meta, generation, selection, told) -> str:
+        tokens = told.get("tokens") or {}
+        result = told.get("result")
         sections = [
+            ("tokens", "The input, as tokens", self.tokens(tokens)),
             ("story", "The story", self.story(steps)),
             ("overflow", "Why softmax needs care: overflow", self.overflow(steps)),
             ("scaling", "÷√c or ÷30: how scaling shapes attention", self.scaling(steps)),
             ("attention", "Attention maps", self.attention_section(steps)),
             ("generation", "Generation, step by step", self.generation(steps, generation)),
             ("steps", "Every step, following the data", self.every_step(steps)),
+            ("result", "The result", result_html(result) if result else ""),
         ]
         sections = [(i, h, body) for i, h, body in sections if body]
         nav = " ".join(f'<a href="#gf-{i}">{esc(h)}</a>' for i, h, _ in sections)
@@ -179,7 +229,7 @@ class _Page:
         data = data.replace("<", "\\u003c")  # no `</script>` (or `<!--`) can end the block early
         self.data_bytes = len(data.encode("utf-8"))
         root = "gf-" + hashlib.sha1((body + data).encode("utf-8")).hexdigest()[:10]
-        script = asset("report.js").replace("ROOT_ID", root)
+        script = asset("heatmap.js") + asset("report.js").replace("ROOT_ID", root)
         return (
             f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -206,7 +256,9 @@ class _Page:
 
     # -- matrices: a table when small, a heatmap drawn by the script when large -----------------
 
-    def matrix(self, key: str, values, rows=None, cols=None, attention=False, masked=None) -> str:
+    def matrix(
+        self, key: str, values, rows=None, cols=None, attention=False, masked=None, step=None
+    ) -> str:
         v = np.asarray(values)
         if v.ndim == 1 and cols is None:
             rows, cols = None, rows  # a vector's labels belong to its entries
@@ -220,13 +272,19 @@ class _Page:
         if attention:
             self.attention.add(key)
         self.sources[key] = (v, rows, cols, masked)
+        if self.tile_cells is not None and step is not None and v.size > self.tile_cells:
+            scale, seq = color_scale(as_matrix(v, masked)[0])
+            shape = list(as_matrix(v)[0].shape)
+            tiled = {"shape": shape, "scale": scale, "seq": seq, "rows": rows, "cols": cols}
+            self.maps[key] = tiled | {"tiled": step, "masked": masked is not None and masked.any()}
+            return f'<div class="hm" data-key="{key}"></div>'
         how = self.shrink.get(key)
         if how == "drop":
             return reduced_note(
                 f"Values of this {dims(v.shape)} matrix are left out to keep the file under "
                 f"{self.max_bytes / 1e6:g} MB; choose fewer blocks or heads (--layers, --heads)."
             )
-        self.maps[key] = heatmap_data(v, rows, cols, shrunk=how == "down", masked=masked)
+        self.maps[key] = heatmap_data(v, rows, cols, how == "down", masked, f32=self.exact)
         note = ""
         if how == "down":
             shown = dims(self.maps[key]["shape"])
@@ -280,7 +338,7 @@ class _Page:
             f'<article class="step"{attrs}><header><code class="name">{esc(s.name)}</code>'
             f'{head}<span class="eq">{esc(s.equation)}</span></header>'
             f'<p class="shape">{shape_text(s)}</p>{note}'
-            f"{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'), masked)}"
+            f"{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'), masked, s.name)}"
             f"{self.weights_beside(s, key)}</article>"
         )
 
@@ -310,6 +368,11 @@ class _Page:
         return "".join(parts)
 
     # -- sections ------------------------------------------------------------------------------
+
+    def tokens(self, tokens: dict[str, dict]) -> str:
+        return "".join(
+            tokens_table(t["what"], self.readable(t["pieces"]), t["ids"]) for t in tokens.values()
+        )
 
     def story(self, steps) -> str:
         told = [s for s in steps if s.note]
@@ -406,7 +469,8 @@ class _Page:
         figures = []
         for n, m in enumerate(maps):
             rows, cols = self.labels(m.step)
-            body = self.matrix(self.key[id(m.step)], m.step.values, rows, cols, attention=True)
+            key = self.key[id(m.step)]
+            body = self.matrix(key, m.step.values, rows, cols, True, None, m.step.name)
             named = self.heads.label(m.step.name)
             figures.append(
                 f'<figure class="att" data-site="{esc(m.site)}" '

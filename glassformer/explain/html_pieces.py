@@ -1,9 +1,9 @@
 """Pieces of the HTML report, each a pure function from values to an HTML string (or to a
 heatmap's embedded data): escaped text, labelled numeric tables tinted by value (masked scores
 hatched, as −∞), heatmap data (float16, base64; a masked score is −∞ there too) and its
-downsampling, token chips, one decoding step's top tokens, the overflow plot as SVG. The page
-that puts them together is `html.py`; `rgb` here and `rgb` in `assets/report.js` are the same
-colour scale.
+downsampling, token chips, the input's tokens with their ids, one decoding step's top tokens,
+the result, the overflow plot as SVG. The page that puts them together is `html.py`; `rgb` here
+and `rgb` in `assets/report.js` are the same colour scale.
 """
 
 from __future__ import annotations
@@ -105,29 +105,40 @@ def table(values, rows=None, cols=None, masked=None) -> str:
     return f'<table class="mat">{head}{"".join(body)}</table>'
 
 
-def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool, masked=None) -> dict:
-    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64. A
-    masked score (`masked` True) is −∞, drawn hatched; "masked" says the map has them."""
+def as_matrix(v, masked=None) -> tuple[np.ndarray, np.ndarray | None]:
+    """A heatmap's values as a float64 matrix (a vector is one row, more axes are stacked rows)
+    and its masked cells (or None) in the same shape."""
     v = np.asarray(v, dtype=np.float64)
-    v = v[None, :] if v.ndim == 1 else v.reshape(-1, v.shape[-1])
+    v = v[None, :] if v.ndim <= 1 else v.reshape(-1, v.shape[-1])
     hidden = None if masked is None else np.asarray(masked, bool).reshape(v.shape)
+    return v, hidden
+
+
+def color_scale(v: np.ndarray) -> tuple[float, bool]:
+    """(scale, seq): the largest |finite value| (1 if none), and whether the values are all >= 0
+    (drawn white to blue) rather than signed (blue to white to red)."""
+    finite = v[np.isfinite(v)]
+    scale = float(np.abs(finite).max()) if finite.size and np.abs(finite).max() > 0 else 1.0
+    return scale, bool(finite.size) and bool(finite.min() >= 0)
+
+
+def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool, masked=None, f32: bool = False) -> dict:
+    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64, or with
+    `f32` the values themselves as float32 (exact to 7 digits on hover). A masked score
+    (`masked` True) is −∞, drawn hatched; "masked" says the map has them."""
+    v, hidden = as_matrix(v, masked)
     if shrunk:
         v, rows, cols, hidden = downsample(v, rows, cols, hidden)
     if hidden is not None:
         v = np.where(hidden, -np.inf, v)
-    finite = np.abs(v[np.isfinite(v)])
-    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
-    seq = bool(finite.size) and bool(v[np.isfinite(v)].min() >= 0)
+    scale, seq = color_scale(v)
+    data = {"shape": list(v.shape), "scale": scale, "seq": seq, "rows": rows, "cols": cols}
     with np.errstate(over="ignore", invalid="ignore"):
-        half = (v / scale).astype("<f2")
-    data = {
-        "shape": list(v.shape),
-        "scale": scale,
-        "seq": seq,
-        "rows": rows,
-        "cols": cols,
-        "f16": base64.b64encode(half.tobytes()).decode("ascii"),
-    }
+        if f32:
+            data["f32"] = base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+        else:
+            half = (v / scale).astype("<f2")
+            data["f16"] = base64.b64encode(half.tobytes()).decode("ascii")
     if hidden is not None and hidden.any():
         data["masked"] = True
     return data
@@ -165,6 +176,31 @@ def downsample(v: np.ndarray, rows, cols, hidden=None):
 
 def token_chips(words) -> str:
     return "".join(f'<span class="tok">{esc(w)}</span>' for w in words)
+
+
+def tokens_table(what: str, words, ids) -> str:
+    """How the input was split: each readable token over its id, in a row that wraps."""
+    cells = "".join(
+        f"<span class='tokid'>{token_chips([w])}<small>{i}</small></span>"
+        for w, i in zip(words, ids, strict=True)
+    )
+    n = len(ids)
+    return f"<p>{esc(what)}: {n} token{'s' * (n != 1)}</p><div class='tokens'>{cells}</div>"
+
+
+def result_html(result: dict) -> str:
+    """The report's last words: the summary, a classifier's probability of every class, an
+    embedding's values."""
+    out = f"<p class='result'>{esc(result['summary'])}</p>"
+    probs = result.get("probabilities")
+    if probs:
+        out += table(np.array([list(probs.values())]), ["p"], list(probs))
+    vector = result.get("embedding")
+    if vector is not None:
+        shown = min(len(vector), 16)
+        out += f"<p class='shape'>its first {shown} of {len(vector)} values</p>"
+        out += table(np.asarray(vector, dtype=np.float64)[None, :shown], ["embedding"])
+    return out
 
 
 def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") -> str:

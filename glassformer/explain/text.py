@@ -7,7 +7,9 @@
 
 Returns strings; printing is the CLI's job. Big matrices are cut to `max_rows` x `max_cols`; a
 tensor of 3 or more axes is shown as its matrices over the last two axes, each under its index.
-Token labels are shown readable (`tokenizer.display`: a space is ␣, a newline ⏎).
+Token labels are shown readable (`tokenizer.display`: a space is ␣, a newline ⏎). An explain
+report opens with how its input was split into tokens (`render_tokens`) and closes with what the
+model made of it (`render_result`).
 """
 
 from __future__ import annotations
@@ -110,3 +112,34 @@ def render(
 
 def _indent(text: str, pad: str = "    ") -> str:
     return "\n".join(pad + line for line in text.splitlines())
+
+
+def render_tokens(tokens: dict[str, dict], token_kind: str | None = None, width: int = 100) -> str:
+    """How the input was split: per stack, {"what": words, "ids": [...], "pieces": [...]} as
+    each readable token over its id, in rows of at most `width` characters."""
+    out = []
+    for stack, t in tokens.items():
+        words = display_tokens(t["pieces"], token_kind)
+        n = len(words)
+        out.append(f"{t['what']}: {n} token{'s' * (n != 1)} ({stack})")
+        cells = [(w, str(i)) for w, i in zip(words, t["ids"], strict=True)]
+        while cells:  # rows of cells that fit in `width`
+            k, used = 0, 8
+            while k < len(cells) and (k == 0 or used + max(map(len, cells[k])) + 2 <= width):
+                used += max(map(len, cells[k])) + 2
+                k += 1
+            row, cells = cells[:k], cells[k:]
+            sizes = [max(len(w), len(i)) for w, i in row]
+            for name, n in (("token", 0), ("id", 1)):
+                shown = "  ".join(c[n].rjust(size) for c, size in zip(row, sizes, strict=True))
+                out.append(f"  {name:<6}{shown}")
+    return "\n".join(out)
+
+
+def render_result(result: dict) -> str:
+    """The report's last words: what the model made of the input (`result["summary"]`), with a
+    classifier's probability of every class."""
+    lines = [f"Result: {result['summary']}"]
+    for label, p in (result.get("probabilities") or {}).items():
+        lines.append(f"  {label:<12} {p:.4f}")
+    return "\n".join(lines)

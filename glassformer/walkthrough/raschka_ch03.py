@@ -6,10 +6,11 @@ the batch of two sequences through CausalAttention (3.5.3), the wrapper of two h
 4-D batched product and MultiHeadAttention with the weight split and out_proj (3.6.2).
 
 The seeded weights are the exact float32 values torch draws, shipped in `data/raschka_ch03.json`
-(built by `tests/make_raschka_ch03_data.py`), so no torch is needed; only dropout's random mask
-comes from torch when it is installed (the book's `torch.manual_seed(123)`), and from NumPy, said
-so in the narration, when it is not. The batched steps are the article's own products (Kᵀ as
-`transpose(1, 2)`, heads as `view` + `transpose`); the reference engine is unbatched.
+(built by `tests/make_raschka_ch03_data.py`), so no torch is needed (nor imported: the
+walkthrough starts fast); dropout's random mask is the one the book printed for
+`torch.manual_seed(123)`, since torch's random draws are not portable. The batched steps are the
+article's own products (Kᵀ as `transpose(1, 2)`, heads as `view` + `transpose`); the reference
+engine is unbatched.
 """
 
 from __future__ import annotations
@@ -194,38 +195,16 @@ def _weights(d: dict, keys=QKV) -> list[np.ndarray]:
     return [np.array(d[k], dtype=np.float64) for k in keys]
 
 
-def _dropout_mask(p: float, seed: int, shape: tuple[int, ...]) -> tuple[np.ndarray, str | None]:
-    """1 where `nn.Dropout(p)` keeps an entry under `torch.manual_seed(seed)`, 0 where it drops
-    it, and torch's version; without torch, NumPy's mask (`default_rng(seed)`) and None. The
-    global torch random state is left as it was."""
-    try:
-        import torch
-    except ImportError:
-        return (np.random.default_rng(seed).random(shape) >= p).astype(np.float64), None
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        kept = torch.nn.Dropout(p)(torch.ones(shape)) != 0
-    return kept.numpy().astype(np.float64), torch.__version__
-
-
 def _dropout_part(t, A: np.ndarray, cfg: dict, words: list[str]) -> None:
-    """3.5.2: dropout(x) = x ⊙ m / (1 - p), on a matrix of ones, then on the causal weights."""
+    """3.5.2: dropout(x) = x ⊙ m / (1 - p), on a matrix of ones, then on the causal weights,
+    with the keep mask the book printed (no torch needed, and the book's numbers everywhere)."""
     p, seed = cfg["p"], cfg["seed"]
-    m, version = _dropout_mask(p, seed, A.shape)
-    if version is None:
-        origin = (
-            f"torch is not installed, so this mask is NumPy's (default_rng({seed})), not the "
-            f"one torch.manual_seed({seed}) draws in the book, and its zeros fall elsewhere. "
-            f"What holds for any mask holds here too: kept entries × 1/(1 - p), dropped ones 0."
-        )
-    else:
-        same = np.array_equal(m, cfg["keep_mask_printed_in_book"])
-        origin = f"nn.Dropout({p}) draws it under torch.manual_seed({seed}) (torch {version}); " + (
-            "it is the mask the book printed."
-            if same
-            else "the book printed another one: torch's CPU random draws differ across "
-            "platforms and versions."
-        )
+    m = np.array(cfg["keep_mask_printed_in_book"], dtype=np.float64)  # (T, T), 1 = kept
+    origin = (
+        f"This m is the one the book printed for nn.Dropout({p}) under "
+        f"torch.manual_seed({seed}): torch's CPU random draws differ across platforms and "
+        "versions (torch 2.4 on Linux drew another), so the walkthrough shows the book's."
+    )
     t(
         "dropout.mask",
         m,

@@ -1,0 +1,451 @@
+"""The explorer's actions: a request's JSON fields checked, the run found or made, the answer
+shaped as strict JSON.
+
+Every action takes a dict (the request body) and returns a dict (or, for the exports, text and
+chunks). A field that is missing, of the wrong type or out of range is a `RequestError` with the
+HTTP status and a message that names the field; an input the model cannot take (too many
+tokens, an unknown word) is the library's `GlassformerError`, a 400 as well. Numbers go out as
+JSON numbers, NaN and infinities as the strings "nan", "inf", "-inf" (as `Trace.to_dict` writes
+them), so that every answer parses with a strict JSON parser.
+
+Step cards and attention maps are the static report's own (`explain.html.step_renderer`): the
+same HTML and heatmap data, drawn in the page by the same `assets/heatmap.js`. A map of more
+than TILE_CELLS cells is sent as its size and fetched tile by tile as it scrolls (`tile`).
+
+Deliberately not here: HTTP (`app.py`), running the engines (`runs.py`, `generation.py`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+from collections.abc import Iterator
+
+import numpy as np
+
+from glassformer.explain.html import SMALL, render_html, step_renderer
+from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data, table
+from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
+from glassformer.serve import fidelity, generation, runs
+from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
+from glassformer.tokenizer.display import display_tokens
+
+MAX_TEXT = 200_000  # characters of typed text (the request body is bounded before this)
+TILE_CELLS = 250_000  # a step's map of more cells is fetched tile by tile
+MAX_TILE = 200_000  # cells in one tile (a screenful is ~15,000)
+MAX_NEW_TOKENS = 4096
+
+
+class RequestError(Exception):
+    """A request the explorer cannot answer: the HTTP status and a message for the page."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+# -- fields ---------------------------------------------------------------------------------------
+
+
+def _get(body: dict, name: str, default=..., nullable: bool = False):
+    if name not in body or (body[name] is None and (nullable or default is not ...)):
+        if default is ...:
+            raise RequestError(400, f"the request needs the field {name!r}")
+        return default
+    return body[name]
+
+
+def integer(body: dict, name: str, lo: int, hi: int, default=...) -> int:
+    """An int in [lo, hi] (bool is not an int here)."""
+    v = _get(body, name, default)
+    if v is default and default is not ...:
+        return v
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise RequestError(400, f"{name!r} must be an integer in [{lo}, {hi}], got {v!r:.60}")
+    return v
+
+
+def real(body: dict, name: str, lo: float, hi: float, default=..., open_lo=False) -> float:
+    v = _get(body, name, default)
+    if v is default and default is not ...:
+        return v
+    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+    ok = ok and (lo < v if open_lo else lo <= v) and v <= hi
+    if not ok:
+        bound = f"({lo}, {hi}]" if open_lo else f"[{lo}, {hi}]"
+        raise RequestError(400, f"{name!r} must be a number in {bound}, got {v!r:.60}")
+    return float(v)
+
+
+def text(body: dict, name: str, default=...) -> str:
+    v = _get(body, name, default)
+    if not isinstance(v, str):
+        raise RequestError(400, f"{name!r} must be a string")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: JSON allows it, no tokenizer reads it
+        raise RequestError(400, f"{name!r} is not valid Unicode (a lone surrogate)") from None
+    if len(v) > MAX_TEXT:
+        raise RequestError(413, f"{name!r} has {len(v):,} characters; the explorer takes at most "
+                           f"{MAX_TEXT:,} (a model's context is far shorter)")  # fmt: skip
+    return v
+
+
+def choice(body: dict, name: str, options: tuple[str, ...], default=...) -> str:
+    v = _get(body, name, default)
+    if v not in options:
+        raise RequestError(400, f"{name!r} must be one of {', '.join(options)}, got {v!r:.60}")
+    return v
+
+
+def id_list(body: dict, name: str, vocab: int, max_len: int) -> list[int] | None:
+    v = body.get(name)
+    if v is None:
+        return None
+    if not isinstance(v, list) or not 1 <= len(v) <= max_len:
+        raise RequestError(400, f"{name!r} must be a list of 1 to {max_len} token ids")
+    for i in v:
+        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab:
+            raise RequestError(400, f"{name!r}: {i!r:.30} is not a token id in [0, {vocab})")
+    return v
+
+
+# -- strict JSON ----------------------------------------------------------------------------------
+
+
+def strict(x):
+    """x with NaN/inf as strings and NumPy values as Python ones (json.dumps(allow_nan=False))."""
+    if isinstance(x, dict):
+        return {str(k): strict(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [strict(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return strict(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x
+
+
+def dumps(x) -> str:
+    """Strict JSON, ASCII only (\\u escapes: any text, even a lone surrogate, goes out)."""
+    return json.dumps(strict(x), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+
+
+# -- the actions ----------------------------------------------------------------------------------
+
+
+class Explorer:
+    """The registry, the run cache and the actions over them."""
+
+    def __init__(self, registry: Registry, cache_bytes: int = 512 * 2**20):
+        self.registry = registry
+        self.cache = RunCache(cache_bytes)
+
+    # A run: found by (model, text, ids, target), made on a miss.
+    def run(self, body: dict):
+        model_id = _get(body, "model")
+        m = self.registry.load(model_id)
+        if isinstance(m, Fixed):
+            key = (model_id,)
+            return m, self.cache.get(key, lambda: runs.make_run(model_id, m, m.text))
+        typed = text(body, "text")
+        cfg = m.cfg
+        ids = id_list(body, "ids", cfg.vocab_size, cfg.max_len) if cfg.arch == "decoder" else None
+        target = None
+        if cfg.arch == "encoder-decoder":
+            target = id_list(body, "target", cfg.vocab_size, cfg.max_len)
+        key = (model_id, typed if ids is None else None, _tuple(ids), _tuple(target))
+        return m, self.cache.get(key, lambda: runs.make_run(model_id, m, typed, ids, target))
+
+    def models(self) -> dict:
+        return {"models": self.registry.listing()}
+
+    def load(self, body: dict) -> dict:
+        """Load a model now (if not yet): its line of the list, with its sizes, or why not."""
+        model_id = _get(body, "model")
+        self.registry.load(model_id)
+        return self.registry.entry(model_id).listing()
+
+    def summary(self, body: dict) -> dict:
+        """A run: its tokens, what the model says, its steps (names only) and attention maps."""
+        m, run = self.run(body)
+        if "summary" not in run.extra:  # the same for every request of this run: made once
+            run.extra["summary"] = strict(self._summary(m, run))
+        cache = {"runs": len(self.cache), "mb": round(self.cache.bytes() / 2**20, 1)}
+        return run.extra["summary"] | {"cache": cache}
+
+    def _summary(self, m, run) -> dict:
+        maps = attention_maps(run.trace.steps)
+        heads = HeadNumbers(run.trace.steps)
+        return {
+            "model": run.model_id,
+            "arch": run.arch,
+            "tokens": runs.tokens(m, run),
+            "unknown": run.unknown,
+            "output": runs.output(m, run),
+            "elapsed_ms": run.elapsed_ms,
+            "n_steps": len(run.trace),
+            "steps": _tree(group_steps(run.trace.steps), heads),
+            "attention": [
+                {
+                    "name": a.step.name,
+                    "site": a.site,
+                    "layer": a.layer,
+                    "head": a.head,
+                    "kind": a.kind,
+                    "shape": list(a.step.shape),
+                    "label": heads.label(a.step.name),
+                }
+                for a in maps
+            ],
+        }
+
+    def _renderer(self, m, run):
+        if isinstance(m, Fixed):
+            return step_renderer(run.trace, tile_cells=TILE_CELLS)
+        return step_renderer(
+            run.trace, params=m.params, token_kind=m.token_kind, tile_cells=TILE_CELLS,
+            readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
+        )  # fmt: skip
+
+    def _step(self, run, body: dict):
+        name = _get(body, "name")
+        if not isinstance(name, str) or name not in run.trace:
+            raise NotFound(f"this run has no step {str(name)[:80]!r}")
+        return run.trace.step(name)
+
+    def step(self, body: dict) -> dict:
+        """One step's card, as in the report: name, equation, shape, values (table or map)."""
+        m, run = self.run(body)
+        s = self._step(run, body)
+        page = self._renderer(m, run)
+        out = {"name": s.name, "html": page.card(s), "maps": page.maps}
+        return out | _small_values(page, s)
+
+    def attention(self, body: dict) -> dict:
+        """One attention map as a figure (tokens on both axes), with what clicking a cell needs."""
+        m, run = self.run(body)
+        s = self._step(run, body)
+        if s.values.ndim != 2:
+            raise RequestError(400, f"{s.name} is not a matrix")
+        page = self._renderer(m, run)
+        rows, cols = page.labels(s)
+        key = page.key[id(s)]
+        body_html = page.matrix(key, s.values, rows, cols, True, page.masked(s), s.name)
+        label = page.heads.label(s.name)
+        caption = f"<code>{esc(s.name)}</code> {esc(s.equation)} · {dims(s.shape)}"
+        caption += f" · {esc(label)}" if label else ""
+        prefix = s.name.rpartition(".")[0]
+        neuron = f"{prefix}.Q" in run.trace and f"{prefix}.K" in run.trace
+        return {
+            "name": s.name,
+            "html": f'<figure class="att"><figcaption>{caption}</figcaption>{body_html}</figure>',
+            "maps": page.maps,
+            "shape": list(s.shape),
+            "neuron": neuron,
+        } | _small_values(page, s)
+
+    def heads(self, body: dict) -> dict:
+        """Every head's map of one site and layer: the all-heads grid (thumbnails)."""
+        _, run = self.run(body)
+        site = _get(body, "site")
+        layer = body.get("layer")
+        maps = [a for a in attention_maps(run.trace.steps) if a.site == site and a.layer == layer]
+        if not maps:
+            raise NotFound(f"no attention maps at site {str(site)[:60]!r}, layer {layer!r:.10}")
+        return {
+            "heads": [
+                {
+                    "name": a.step.name,
+                    "head": a.head,
+                    "map": heatmap_data(a.step.values, None, None, False),
+                }
+                for a in maps
+            ]
+        }
+
+    def neuron(self, body: dict) -> dict:
+        """One attention score taken apart: q_i and k_j per dimension, their product, the sum,
+        the scaling and the softmax weight (bertviz's neuron view), from the trace's steps."""
+        m, run = self.run(body)
+        s = self._step(run, body)
+        prefix = s.name.rpartition(".")[0]
+        tr = run.trace
+        if f"{prefix}.Q" not in tr or f"{prefix}.K" not in tr or tr[f"{prefix}.Q"].ndim != 2:
+            raise NotFound(f"{prefix} has no Q and K matrices recorded to take apart")
+        Q, K = tr[f"{prefix}.Q"], tr[f"{prefix}.K"]
+        i = integer(body, "i", 0, Q.shape[0] - 1)
+        j = integer(body, "j", 0, K.shape[0] - 1)
+        q, k = Q[i], K[j]
+        prod = q * k
+        page = self._renderer(m, run)
+        rows, cols = page.labels(s) if s.values.ndim == 2 else (None, None)
+        out = {
+            "name": prefix, "i": i, "j": j, "q": q, "k": k, "product": prod,
+            "sum": float(prod.sum()), "D": int(q.size),
+            "query": rows[i] if rows and i < len(rows) else str(i),
+            "key": cols[j] if cols and j < len(cols) else str(j),
+            "html": table(np.stack([q, k, prod]), ["q", "k", "q×k"], list(map(str, range(q.size)))),
+        }  # fmt: skip
+        for what in ("scores", "scaled", "A"):
+            if f"{prefix}.{what}" in tr and tr[f"{prefix}.{what}"].ndim == 2:
+                out[what] = float(tr[f"{prefix}.{what}"][i, j])
+        if f"{prefix}.A" in tr and tr[f"{prefix}.A"].ndim == 2:
+            out["row"] = tr[f"{prefix}.A"][i]
+        mask = f"{prefix}.mask"
+        out["masked"] = bool(mask in tr and tr[mask].ndim == 2 and not tr[mask][i, j])
+        return out
+
+    def cross(self, body: dict) -> dict:
+        """The last decoder token's cross-attention over the source tokens, every layer and head
+        (a translation step: which source tokens the next word is read from)."""
+        m, run = self.run(body)
+        if run.arch != "encoder-decoder":
+            raise RequestError(400, "cross-attention needs an encoder-decoder model")
+        rows = {}
+        for a in attention_maps(run.trace.steps):
+            if a.site == "decoder.cross_attn":
+                rows.setdefault(a.layer, {})[a.head] = a.step.values[-1]
+        return {
+            "source": runs.tokens(m, run)["encoder"],
+            "layers": [[rows[layer][h] for h in sorted(rows[layer])] for layer in sorted(rows)],
+        }
+
+    def tile(self, body: dict) -> dict:
+        """A window [r0, r1) x [c0, c1) of a large step's values (float32, row-major)."""
+        _, run = self.run(body)
+        s = self._step(run, body)
+        page = step_renderer(run.trace)
+        v, hidden = as_matrix(s.values, page.masked(s))
+        R, C = v.shape
+        r0, c0 = integer(body, "r0", 0, R - 1), integer(body, "c0", 0, C - 1)
+        r1, c1 = integer(body, "r1", r0 + 1, R), integer(body, "c1", c0 + 1, C)
+        if (r1 - r0) * (c1 - c0) > MAX_TILE:
+            raise RequestError(400, f"a tile has at most {MAX_TILE:,} cells; ask for a smaller one")
+        w = v[r0:r1, c0:c1]
+        if hidden is not None:
+            w = np.where(hidden[r0:r1, c0:c1], -np.inf, w)
+        data = base64.b64encode(np.ascontiguousarray(w, dtype="<f4").tobytes()).decode("ascii")
+        return {"shape": [r1 - r0, c1 - c0], "f32": data}
+
+    def generate(self, body: dict) -> dict:
+        model_id = _get(body, "model")
+        m = self.registry.load(model_id)
+        if isinstance(m, Fixed):
+            raise RequestError(400, "a walkthrough has fixed steps; choose a model to generate")
+        strategy = choice(body, "strategy", ("greedy", "sample", "beam"), "greedy")
+        cfg = m.cfg
+        default_new = cfg.max_len if cfg.arch == "encoder-decoder" else 20
+        return generation.generate(
+            m,
+            text(body, "text"),
+            strategy,
+            max_new_tokens=integer(body, "max_new_tokens", 1, MAX_NEW_TOKENS, default_new),
+            temperature=real(body, "temperature", 0.0, 100.0, 1.0),
+            top_k=integer(body, "top_k", 1, cfg.vocab_size, None),
+            top_p=real(body, "top_p", 0.0, 1.0, None, open_lo=True),
+            seed=integer(body, "seed", 0, 2**32 - 1, None),
+            beam_width=integer(body, "beam_width", 1, 64, 4),
+            length_penalty=real(body, "length_penalty", -10.0, 10.0, 1.0),
+        )
+
+    def intervene(self, body: dict) -> dict:
+        m, run = self.run(body)
+        if isinstance(m, Fixed):
+            raise RequestError(400, "a walkthrough has fixed steps; choose a model to intervene on")
+        how = choice(body, "how", ("zero", "mean", "patch"), "zero")
+        heads = _get(body, "heads")
+        if not isinstance(heads, list) or not 1 <= len(heads) <= 4096:
+            raise RequestError(400, "'heads' must be a list of heads ({stack, kind, layer, head})")
+        checked = []
+        for h in heads:
+            if not isinstance(h, dict):
+                raise RequestError(400, "each of 'heads' must be {stack, kind, layer, head}")
+            checked.append(
+                {
+                    "stack": choice(h, "stack", ("encoder", "decoder")),
+                    "kind": choice(h, "kind", ("self_attn", "cross_attn")),
+                    "layer": integer(h, "layer", 0, 10_000),
+                    "head": integer(h, "head", 0, 10_000),
+                }
+            )
+        source = None
+        if how == "patch":
+            second = dict(body, text=text(body, "patch_text"), ids=None)
+            if run.arch == "encoder-decoder":
+                second["target"] = run.ids  # the same decoder input: positions line up
+            elif run.arch == "decoder":
+                second.pop("ids")
+            _, source = self.run(second)
+        return runs.intervene(m, run, checked, how, source)
+
+    def fidelity(self, body: dict) -> dict:
+        m, run = self.run(body)
+        return fidelity.badge(m, run)
+
+    # -- exports ------------------------------------------------------------------------------
+
+    def report(self, body: dict) -> str:
+        """The run as the static report: one self-contained HTML file."""
+        m, run = self.run(body)
+        if isinstance(m, Fixed):
+            return render_html(run.trace, title=m.title, meta={"walkthrough": run.model_id})
+        meta = {"model": self.registry.entry(run.model_id).description}
+        meta["input"] = body.get("text", "")
+        return render_html(
+            run.trace,
+            title=f"glassformer: “{str(body.get('text', ''))[:80]}”",
+            meta=meta,
+            vocab=m.tok.vocab,
+            params=m.params,
+            generation=run.generation,
+            token_kind=m.token_kind,
+        )
+
+    def trace_json(self, body: dict) -> Iterator[str]:
+        """The run's trace as JSON (as `explain --json` writes it), one step at a time."""
+        m, run = self.run(body)
+        kind = None if isinstance(m, Fixed) else m.token_kind
+        labels = run.trace.labels
+        readable = {k: display_tokens(v, kind) for k, v in labels.items()}
+        head = {"model": run.model_id, "labels": labels, "labels_readable": readable}
+        yield dumps(head)[:-1] + ',"steps":['
+        for n, s in enumerate(run.trace.steps):
+            d = s.to_dict()
+            d["rows"], d["cols"] = run.trace.axis_labels(s)
+            yield ("," if n else "") + dumps(d)
+        yield "]}\n"
+
+
+def _small_values(page, s) -> dict:
+    """The values and labels of a step the report shows as a table (for PNG / SVG export; a
+    heatmap's values are in its map data)."""
+    v = np.asarray(s.values)
+    if v.size > SMALL * SMALL:
+        return {}
+    rows, cols = page.labels(s)
+    if v.ndim <= 1:
+        rows, cols = None, cols or rows  # a vector is one row
+    m = as_matrix(v)[0]
+    return {"values": m, "rows": rows if rows and len(rows) == m.shape[0] else None,
+            "cols": cols if cols and len(cols) == m.shape[1] else None}  # fmt: skip
+
+
+def _tuple(x):
+    return None if x is None else tuple(x)
+
+
+def _tree(items, heads: HeadNumbers) -> list[dict]:
+    out = []
+    for x in items:
+        if isinstance(x, Group):
+            label = heads.label(x.key + ".")
+            out.append(
+                {"group": x.key, "count": x.count(), "label": label, "items": _tree(x.items, heads)}
+            )
+        else:
+            out.append({"step": x.name, "equation": x.equation, "shape": list(x.shape)})
+    return out

@@ -1,0 +1,112 @@
+"""Fidelity shown, not claimed: how far the other engines are from the reference on this input.
+
+`torch_vs_reference(m, run)` runs the PyTorch engine in float64 with the trace on (its explicit
+attention path) on the run's input and returns the largest |difference| over every step both
+engines record (all but the LayerNorm internals the fused op does not expose), and where it is.
+`hf_vs_reference(m, run)`, for a model read from a Hugging Face folder when `transformers` is
+installed, runs that library's own model class on the same folder (float64, local files only)
+and compares its output: logits (GPT-2, Marian, Pegasus) or the last hidden state (BERT).
+Without torch or transformers the badge says so. Nothing is fetched from a hub.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from glassformer.serve.runs import Run
+from glassformer.serve.sessions import Fixed, Model
+from glassformer.trace import tracing
+
+# The class of each family, and what of its output is compared with which step of the trace.
+HF_CLASSES = {
+    "gpt2": ("GPT2LMHeadModel", "logits", "logits"),
+    "bert": ("BertModel", "last_hidden_state", "encoder.output"),
+    "marian": ("MarianMTModel", "logits", "logits"),
+    "pegasus": ("PegasusForConditionalGeneration", "logits", "logits"),
+}
+
+
+def badge(m: Model | Fixed, run: Run) -> dict:
+    """Both comparisons for this run (made once per run)."""
+    if "fidelity" not in run.extra:
+        if isinstance(m, Fixed):
+            run.extra["fidelity"] = {
+                "torch": None,
+                "note": "a walkthrough: the articles' own steps, checked against their printed "
+                "numbers by the tests",
+            }
+        else:
+            run.extra["fidelity"] = {"torch": torch_vs_reference(m, run)} | {
+                "hf": hf_vs_reference(m, run)
+            }
+    return run.extra["fidelity"]
+
+
+def _largest(pairs) -> dict:
+    worst, where, n = 0.0, None, 0
+    for name, a, b in pairs:
+        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+        if a.shape != b.shape:
+            continue
+        n += 1
+        both = np.isfinite(a) & np.isfinite(b)
+        d = float(np.abs(a[both] - b[both]).max()) if both.any() else 0.0
+        if not np.array_equal(np.isfinite(a), np.isfinite(b)):
+            d = float("inf")  # one engine finite where the other is not
+        if where is None or d > worst:
+            worst, where = d, name
+    return {"max_abs_diff": worst, "where": where, "compared": n}
+
+
+def torch_vs_reference(m: Model, run: Run) -> dict:
+    model = m.torch_model()
+    if model is None:
+        return {"available": False, "note": "PyTorch is not installed: pip install torch"}
+    import torch
+
+    cfg = m.cfg
+    with torch.no_grad(), np.errstate(all="ignore"), tracing() as tr:
+        if cfg.arch == "encoder-decoder":
+            model(torch.tensor([run.ids]), src_ids=torch.tensor([run.src]))
+        else:
+            model(torch.tensor([run.ids]))
+    ref = run.trace
+    pairs = [(s.name, s.values, ref[s.name]) for s in tr.steps if s.name in ref]
+    return {"available": True, "engine": "PyTorch float64"} | _largest(pairs)
+
+
+def hf_vs_reference(m: Model, run: Run) -> dict | None:
+    """None when the model did not come from a Hugging Face folder."""
+    if m.family is None:
+        return None
+    if m.family not in HF_CLASSES:
+        return {"available": False, "note": f"no comparison for model_type {m.family!r}"}
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        return {"available": False, "note": "transformers is not installed (optional)"}
+    cls_name, field, step = HF_CLASSES[m.family]
+
+    def load():
+        transformers.utils.logging.disable_progress_bar()  # the server never prints
+        cls = getattr(transformers, cls_name)
+        return cls.from_pretrained(str(m.path), local_files_only=True, dtype=torch.float64).eval()
+
+    try:
+        model = m.cached("hf", load)
+        with torch.no_grad():
+            if m.cfg.arch == "encoder-decoder":
+                out = model(
+                    input_ids=torch.tensor([run.src]), decoder_input_ids=torch.tensor([run.ids])
+                )
+            else:
+                out = model(input_ids=torch.tensor([run.ids]))
+        theirs = getattr(out, field)[0].double().numpy()
+    except Exception as e:  # noqa: BLE001 - optional: any failure is a note on the badge
+        return {"available": False, "note": f"transformers could not run it ({type(e).__name__})"}
+    ours = run.trace[step]
+    if theirs.shape != ours.shape:  # e.g. a vocabulary padded differently
+        return {"available": False, "note": f"shapes differ: {theirs.shape} vs {ours.shape}"}
+    result = _largest([(step, theirs, ours)])
+    return {"available": True, "engine": f"transformers {cls_name}", "step": step} | result

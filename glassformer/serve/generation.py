@@ -1,0 +1,191 @@
+"""Generation you can watch: greedy, sampling and beam search, every step recorded for the page.
+
+Greedy decoding and beam search are `glassformer.decode`'s own. Sampling is `decode.sample`'s
+algorithm written out so that the draw can be shown: at each step the distribution is
+`decode.filter_probs(logits, temperature, top_k, top_p)`, one uniform number u in [0, 1) is drawn
+from `numpy.random.default_rng(seed)`, and the token is the first whose cumulative probability (in
+vocabulary order) exceeds u. That is exactly what `Generator.choice(p=...)` does inside
+`decode.sample`, so the same seed gives the same tokens as `glassformer generate --seed` (a test
+holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
+
+Deliberately not here: traces (each step's trace is a run of its context, `runs.make_run`).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import numpy as np
+
+from glassformer import decode
+from glassformer.errors import GlassformerError
+from glassformer.serve.runs import bos, encode, piece, step_function
+from glassformer.serve.sessions import Model
+from glassformer.tokenizer.display import display_token
+
+SHOWN = 10  # tokens listed per step
+SEGMENTS = 120  # cumulative-distribution segments sent per sampling step (the likeliest kept)
+
+
+def generate(
+    m: Model,
+    text: str,
+    strategy: str,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    beam_width: int = 4,
+    length_penalty: float = 1.0,
+) -> dict:
+    """Decode from the typed prompt (a decoder) or from BOS over the typed source (an
+    encoder-decoder); every step with its distribution, the draw or the beam."""
+    cfg, tok = m.cfg, m.tok
+    if not cfg.has_decoder:
+        raise GlassformerError("this model has no decoder: it does not generate (an encoder)")
+    if cfg.arch == "encoder-decoder":
+        src, _ = encode(m, text)
+        prompt = [bos(m)]
+    else:
+        src, (prompt, _) = None, encode(m, text, room=1)
+    if strategy == "beam" and beam_width > cfg.vocab_size:
+        raise GlassformerError(
+            f"beam width {beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
+        )
+    step = step_function(m, src)
+    limits = dict(max_new_tokens=max_new_tokens, eos_id=tok.eos_id, max_len=cfg.max_len)
+    out = {"strategy": strategy, "prompt": prompt, "src": src, "n_prompt": len(prompt)}
+    with np.errstate(all="ignore"):
+        if strategy == "beam":
+            many = _many_step(m, src)
+            r = decode.beam_search(
+                step, prompt, width=beam_width, length_penalty=length_penalty, step_many=many,
+                **limits,
+            )  # fmt: skip
+            out |= {"ids": r.best.ids, "beam": _tree(m, r, length_penalty, len(prompt))}
+        elif strategy == "sample":
+            if seed is None:
+                seed = secrets.randbelow(2**32)
+            out |= _sample(m, step, prompt, temperature, top_k, top_p, seed, **limits)
+            out |= {"seed": seed, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+        else:
+            g = decode.greedy(step, prompt, **limits)
+            out["ids"] = g.ids
+            out["steps"] = [
+                _step_info(m, g.ids[: len(prompt) + k], probs, None, g.ids[len(prompt) + k])
+                for k, probs in enumerate(g.distributions)
+            ]
+    ids = out["ids"]
+    out["tokens"] = [display_token(piece(tok, i), m.token_kind) for i in ids]
+    new = ids[len(prompt) :]
+    out["text"] = tok.decode(new)
+    out["stopped_at_eos"] = bool(new) and new[-1] == tok.eos_id
+    return out
+
+
+def _many_step(m: Model, src):
+    model = m.torch_model()
+    if model is None:
+        return None
+    from glassformer.torch_model import many_step_fn
+
+    return many_step_fn(model, src)
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    e = np.exp(z - z.max())
+    return e / e.sum()
+
+
+def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:
+    """One step: the context length, the likeliest tokens (p, and q after the sampling
+    filters), the chosen token."""
+    p = np.asarray(probs, dtype=np.float64)
+    ranked = [int(i) for i in np.argsort(-p, kind="stable")[:SHOWN]]
+    if chosen not in ranked:
+        ranked.append(chosen)
+
+    def word(i):
+        return display_token(piece(m.tok, i), m.token_kind)
+
+    top = [{"id": i, "token": word(i), "p": float(p[i])} for i in ranked]
+    info = {"context": len(context), "chosen": chosen, "chosen_token": word(chosen), "top": top}
+    if filtered is not None:
+        for t in top:
+            t["q"] = float(filtered[t["id"]])
+        info["kept"] = int(np.count_nonzero(filtered))
+    return info
+
+
+def _sample(m, step, prompt, temperature, top_k, top_p, seed, max_new_tokens, eos_id, max_len):
+    """decode.sample with each draw recorded: u, and the cumulative distribution around it."""
+    rng = np.random.default_rng(seed)
+    ids, steps = list(prompt), []
+    for _ in range(max_new_tokens):
+        if max_len is not None and len(ids) >= max_len:
+            break
+        logits = np.asarray(step(ids), dtype=np.float64)
+        q = decode.filter_probs(logits, temperature, top_k, top_p)
+        cdf = np.cumsum(q)
+        cdf /= cdf[-1]
+        u = float(rng.random())  # what Generator.choice(len(q), p=q) draws
+        token = int(np.searchsorted(cdf, u, side="right"))
+        info = _step_info(m, ids, _softmax(logits), q, token)
+        info["draw"] = _draw(m, q, cdf, u, token)
+        steps.append(info)
+        ids.append(token)
+        if token == eos_id:
+            break
+    return {"ids": ids, "steps": steps}
+
+
+def _draw(m: Model, q: np.ndarray, cdf: np.ndarray, u: float, token: int) -> dict:
+    """Where u fell: the kept tokens' segments [start, end) of [0, 1), in vocabulary order (the
+    order Generator.choice accumulates in); the likeliest SEGMENTS of them, the chosen always."""
+    kept = np.flatnonzero(q)
+    shown = kept[np.argsort(-q[kept], kind="stable")[:SEGMENTS]]
+    shown = sorted({*map(int, shown), token})
+    segs = []
+    for i in shown:
+        start = float(cdf[i - 1]) if i > 0 else 0.0
+        segs.append(
+            {
+                "id": i,
+                "token": display_token(piece(m.tok, i), m.token_kind),
+                "start": start,
+                "end": float(cdf[i]),
+            }
+        )
+    return {"u": u, "token": token, "segments": segs, "kept": int(kept.size)}
+
+
+def _tree(m: Model, r: decode.BeamResult, length_penalty: float, n_prompt: int) -> dict:
+    """The beam after each step as a tree: each hypothesis with its parent in the step before
+    (-1: the prompt), its new token, summed log-probability and score."""
+    steps = []
+    previous: list[list[int]] = []
+    for beam in r.steps:
+        nodes = []
+        for h in beam:
+            parent = next((k for k, ids in enumerate(previous) if ids == h.ids[:-1]), -1)
+            nodes.append(
+                {
+                    "parent": parent,
+                    "token": display_token(piece(m.tok, h.ids[-1]), m.token_kind),
+                    "id": h.ids[-1],
+                    "logprob": h.logprob,
+                    "score": h.score(length_penalty),
+                    "finished": h.finished,
+                    "ids": h.ids,
+                    "text": m.tok.decode(h.ids[n_prompt:]),
+                }
+            )
+        steps.append(nodes)
+        previous = [h.ids for h in beam]  # a finished one is never a parent
+    best = r.best
+    return {
+        "steps": steps,
+        "best": {"ids": best.ids, "logprob": best.logprob, "score": best.score(length_penalty)},
+        "text": m.tok.decode(best.ids[n_prompt:]),
+    }

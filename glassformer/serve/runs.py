@@ -1,0 +1,291 @@
+"""Running a model for the explorer: text in, one traced forward pass (a `Run`) out; and the
+same pass under an intervention, side by side with the clean one.
+
+A run is the reference engine's trace (float64, every step, LayerNorm internals included) of:
+a decoder on the typed text (or on given ids: a step of a generation); an encoder-decoder on the
+typed source and a decoder input (given, or the greedy translation, decoded with the PyTorch
+engine's KV cache when torch is installed, as `explain` decodes); an encoder on the text (its
+sentence embedding, or its classifier); a walkthrough's own recorded trace. Interventions use
+`glassformer.interventions` on the same engine, so the numbers beside the trace are its numbers.
+
+Deliberately not here: HTTP and JSON shapes (`app.py`, `api.py`), decoding strategies
+(`generation.py`), the engines' agreement (`fidelity.py`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from glassformer import interventions as I
+from glassformer import reference as R
+from glassformer.errors import GlassformerError
+from glassformer.serve.sessions import Fixed, Model
+from glassformer.tokenizer.display import display_token
+from glassformer.trace import Trace, tracing
+
+TOP = 10  # next tokens listed beside a run
+
+
+@dataclass
+class Run:
+    """One traced forward pass and what the page shows beside it."""
+
+    model_id: str
+    arch: str
+    trace: Trace
+    src: list[int] | None  # encoder ids (encoder-decoder, encoder)
+    ids: list[int]  # decoder ids (decoder, encoder-decoder), else the encoder ids
+    unknown: list[str] = field(default_factory=list)
+    logits: np.ndarray | None = None  # (T, V) of a decoder, (n_classes,) of a classifier
+    generation: object = None  # the greedy translation decoded for an encoder-decoder
+    elapsed_ms: float = 0.0
+    nbytes: int = 0
+    extra: dict = field(default_factory=dict)  # per-run results made once (fidelity)
+
+
+def piece(tok, i: int) -> str:
+    return tok.vocab[i] if 0 <= i < len(tok.vocab) else f"#{i}"
+
+
+def encode(m: Model, text: str, room: int = 0) -> tuple[list[int], list[str]]:
+    """Token ids of typed text, checked as the engines expect (never empty, never too long)."""
+    if not text.strip():
+        raise GlassformerError("the text is empty: type at least one word")
+    ids, unknown = m.tok.encode_for_model(text)
+    if not ids:
+        raise GlassformerError("the text has no tokens: type at least one word")
+    limit = m.cfg.max_len - room
+    if len(ids) > limit:
+        raise GlassformerError(
+            f"the text has {len(ids)} tokens but this model takes at most {limit} "
+            f"(its context, max_len, is {m.cfg.max_len}); shorten it"
+        )
+    return ids, list(unknown)
+
+
+def step_function(m: Model, src: list[int] | None):
+    """Next-token logits for decoding: the PyTorch engine (float64, KV cache) when installed,
+    else the reference engine."""
+    model = m.torch_model()
+    if model is not None:
+        from glassformer.torch_model import step_fn
+
+        return step_fn(model, src)
+    return R.next_token_logits(m.params, m.cfg, src)
+
+
+def bos(m: Model) -> int:
+    if m.tok.bos_id is None:
+        raise GlassformerError("the tokenizer has no start token (BOS) to start decoding from")
+    return m.tok.bos_id
+
+
+def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) -> Run:
+    """The run of one input: see the module docstring. ids: decoder ids instead of the text's;
+    target: an encoder-decoder's decoder ids (from BOS) instead of its greedy translation."""
+    start = time.perf_counter()
+    if isinstance(m, Fixed):
+        run = Run(model_id, "walkthrough", m.trace, None, [])
+    else:
+        run = _model_run(model_id, m, text, ids, target)
+    run.elapsed_ms = (time.perf_counter() - start) * 1000
+    run.nbytes = sum(s.values.nbytes for s in run.trace.steps)
+    return run
+
+
+def _model_run(model_id: str, m: Model, text: str, ids, target) -> Run:
+    cfg, p, tok = m.cfg, m.params, m.tok
+    unknown: list[str] = []
+    if cfg.arch == "encoder-decoder":
+        src, unknown = encode(m, text)
+        gen = None
+        if target is None:
+            from glassformer import decode
+
+            gen = decode.greedy(
+                step_function(m, src), [bos(m)], cfg.max_len - 1, tok.eos_id, cfg.max_len
+            )
+            target = gen.ids
+        labels = {"encoder": tok.tokens(src), "decoder": [piece(tok, i) for i in target]}
+        with np.errstate(all="ignore"), tracing(labels) as trace:
+            logits = R.forward(p, cfg, list(target), src_ids=src)
+        return Run(model_id, cfg.arch, trace, src, list(target), unknown, logits, gen)
+    if cfg.arch == "decoder":
+        if ids is None:
+            ids, unknown = encode(m, text)
+        with np.errstate(all="ignore"), tracing({"decoder": [piece(tok, i) for i in ids]}) as tr:
+            logits = R.forward(p, cfg, list(ids))
+        return Run(model_id, cfg.arch, tr, None, list(ids), unknown, logits)
+    ids, unknown = encode(m, text)
+    with np.errstate(all="ignore"), tracing({"encoder": tok.tokens(ids)}) as trace:
+        logits = R.classify(p, cfg, ids) if cfg.n_classes else None
+        if not cfg.n_classes:
+            R.sentence_embedding(p, cfg, ids)
+    return Run(model_id, cfg.arch, trace, list(ids), list(ids), unknown, logits)
+
+
+def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
+    """Each stack's tokens: id, raw piece and the piece as a person reads it."""
+    if isinstance(m, Fixed):
+        return {
+            k: [{"id": None, "piece": w, "shown": display_token(str(w))} for w in v]
+            for k, v in run.trace.labels.items()
+            if k in ("encoder", "decoder")
+        }
+
+    def chips(ids):
+        return [
+            {
+                "id": i,
+                "piece": piece(m.tok, i),
+                "shown": display_token(piece(m.tok, i), m.token_kind),
+            }
+            for i in ids
+        ]
+
+    if m.cfg.arch == "encoder-decoder":
+        return {"encoder": chips(run.src), "decoder": chips(run.ids)}
+    return {"decoder" if m.cfg.arch == "decoder" else "encoder": chips(run.ids)}
+
+
+def top_tokens(m: Model, logits_row: np.ndarray, n: int = TOP, also=()) -> list[dict]:
+    """The n most likely next tokens of one row of logits (and the ids in `also`)."""
+    z = np.asarray(logits_row, dtype=np.float64)
+    probs = R.softmax(z)
+    order = [int(i) for i in np.argsort(-probs, kind="stable")[:n]]
+    order += [int(i) for i in also if int(i) not in order]
+    return [
+        {
+            "id": i,
+            "token": display_token(piece(m.tok, i), m.token_kind),
+            "p": float(probs[i]),
+            "logit": float(z[i]),
+        }
+        for i in order
+    ]
+
+
+def output(m: Model | Fixed, run: Run) -> dict:
+    """What the model says for this input: next tokens, a translation, an embedding, a class."""
+    if isinstance(m, Fixed):
+        return {"kind": "walkthrough", "text": m.title}
+    cfg, tok = m.cfg, m.tok
+    if cfg.arch == "decoder":
+        return {"kind": "next", "top": top_tokens(m, run.logits[-1])}
+    if cfg.arch == "encoder-decoder":
+        out = {"kind": "translation", "text": tok.decode(run.ids[1:])}
+        if run.generation is not None:
+            out["stopped_at_eos"] = bool(run.generation.stopped_at_eos)
+        out["top"] = top_tokens(m, run.logits[0])  # the first word, after BOS
+        return out
+    if cfg.n_classes:
+        probs = R.softmax(run.logits)
+        return {"kind": "class", "probs": [float(x) for x in probs], "label": int(probs.argmax())}
+    e = run.trace["embedding"]
+    return {"kind": "embedding", "dims": int(e.size), "first": [float(x) for x in e[:8]]}
+
+
+# -- interventions --------------------------------------------------------------------------------
+
+
+def _forward(m: Model, encoder_only: bool):
+    """An `interventions.Run` of the reference engine: input -> logits (T, V), or for an
+    encoder the encoder output (S, C)."""
+    if not encoder_only:
+        return I.reference_run(m.params, m.cfg)
+    return lambda ids: R.encode(m.params, m.cfg, list(ids))
+
+
+def _input(run: Run):
+    return (run.src, run.ids) if run.arch == "encoder-decoder" else run.ids
+
+
+def intervention_fns(m: Model, run: Run, heads: list[dict], how: str, source: Run | None):
+    """{name: fn} of the chosen heads: zero- or mean-ablated, or patched from `source`'s run."""
+    fns: dict = {}
+    for h in heads:
+        name = I.head_name(h["layer"], h["head"], h["stack"], h["kind"])
+        if name not in run.trace:
+            raise GlassformerError(f"this model has no head {name} (layers and heads from 0)")
+        if how == "patch":
+            if source.trace[name].shape != run.trace[name].shape:
+                n_src, n_run = source.trace[name].shape[0], run.trace[name].shape[0]
+                raise GlassformerError(
+                    f"patching replaces {name} position by position: the second prompt gives "
+                    f"{n_src} positions there, this one {n_run}; give two prompts with the "
+                    "same number of tokens"
+                )
+            fns |= I.patch(source.trace, name)
+        else:
+            fns |= I.ablate_head(h["layer"], h["head"], how, h["stack"], h["kind"])
+    return fns
+
+
+def intervene(m: Model, run: Run, heads: list[dict], how: str, source: Run | None = None) -> dict:
+    """The clean run and the run under the intervention, side by side (and the source run's
+    own outputs when patching): next tokens with their logits, the largest logit change, and,
+    for an ablation, the greedy continuation or translation under it."""
+    encoder_only = m.cfg.arch == "encoder"
+    forward = _forward(m, encoder_only)
+    fns = intervention_fns(m, run, heads, how, source)
+    with np.errstate(all="ignore"):
+        clean = forward(_input(run))
+        changed = I.run_with(forward, _input(run), fns)
+    delta = np.abs(np.asarray(changed) - np.asarray(clean))
+    out: dict = {"how": how, "heads": heads, "max_abs_change": float(np.nanmax(delta))}
+    if encoder_only:
+        a, b = clean.mean(axis=0), changed.mean(axis=0)
+        cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
+        out |= {"kind": "embedding", "cosine": cos}
+        return out
+    pos = len(run.ids) - 1 if m.cfg.arch == "decoder" else 0
+    both = top_tokens(m, clean[pos]) + top_tokens(m, changed[pos])
+    ids = list(dict.fromkeys(t["id"] for t in both))
+    out |= {
+        "kind": "tokens",
+        "position": pos,
+        "clean": top_tokens(m, clean[pos], 0, ids),
+        "changed": top_tokens(m, changed[pos], 0, ids),
+    }
+    if source is not None:
+        out["source"] = top_tokens(m, forward(_input(source))[pos], 0, ids)
+    if how != "patch":
+        out["continuation"] = _continuations(m, run, fns)
+    return out
+
+
+CONTINUE = 20  # tokens a decoder continues for, with and without an ablation
+
+
+def _continuations(m: Model, run: Run, fns: dict) -> dict:
+    """Greedy text with and without the ablation: a decoder continues its prompt, an
+    encoder-decoder translates anew. Full forward passes (the PyTorch engine when installed)."""
+    from glassformer import decode
+
+    model = m.torch_model()
+    forward = I.torch_run(model) if model is not None else I.reference_run(m.params, m.cfg)
+    src = run.src if m.cfg.arch == "encoder-decoder" else None
+
+    def step_under(fns_):
+        def step(ids):
+            inp = (src, ids) if src is not None else ids
+            return I.run_with(forward, inp, fns_)[-1] if fns_ else forward(inp)[-1]
+
+        return step
+
+    if src is not None:
+        prompt, limit = [bos(m)], m.cfg.max_len - 1
+    else:
+        prompt, limit = list(run.ids), min(CONTINUE, m.cfg.max_len - len(run.ids))
+    texts = {}
+    for label, f in (("clean", {}), ("changed", fns)):
+        if limit < 1:
+            texts[label] = ""
+            continue
+        with np.errstate(all="ignore"):
+            g = decode.greedy(step_under(f), prompt, limit, m.tok.eos_id, m.cfg.max_len)
+        texts[label] = m.tok.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])
+    return texts

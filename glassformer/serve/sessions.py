@@ -1,0 +1,310 @@
+"""The explorer's models and runs: a registry of what may be opened, and a bounded cache of runs.
+
+`Registry(paths)` lists the walkthroughs and the model folders the command line named, each
+under an id the server made (`char-lm`, `en-es`, ...). The browser only ever sends such an id:
+no path from a request reaches the file system. A model is loaded on first use (glassformer
+checkpoint or Hugging Face folder, through `loading.py`/`hf_dir.py`); a folder that cannot be
+loaded keeps its error, which the page shows. `RunCache` keeps recent runs (their traces) under
+a bound on the bytes of their recorded values, least recently used out first, and computes a
+run once however many requests ask for it at the same time.
+
+Deliberately not here: running the engines (`runs.py`), HTTP (`app.py`), printing.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from glassformer.errors import GlassformerError
+from glassformer.trace import Trace
+
+
+class NotFound(GlassformerError):
+    """A model id, step or map that this server does not have."""
+
+
+class Unavailable(GlassformerError):
+    """A model the command line named that cannot be loaded; the message says why."""
+
+
+@dataclass
+class Model:
+    """A loaded model: config, float64 weights, tokenizer and how its tokens read."""
+
+    cfg: object
+    params: dict
+    tok: object
+    token_kind: str
+    family: str | None = None  # the Hugging Face model_type when it came from such a folder
+    path: Path | None = None
+    _torch: object = None
+    _made: dict = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _gates: dict = field(default_factory=dict)  # one lock per object of `cached`
+
+    def torch_model(self):
+        """The PyTorch engine in float64 on these weights (made once), or None without torch."""
+        with self._lock:
+            if self._torch is None:
+                try:
+                    import torch
+
+                    from glassformer.torch_model import from_params
+                except ImportError:
+                    self._torch = False
+                else:
+                    self._torch = from_params(self.cfg, self.params, dtype=torch.float64).eval()
+            return self._torch or None
+
+    def cached(self, name: str, make: Callable):
+        """A per-model object made once (the Hugging Face model of the fidelity badge, the
+        vocabulary made readable)."""
+        with self._lock:
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:  # making one (a slow Hugging Face load) holds up nothing else
+            if name not in self._made:
+                self._made[name] = make()
+            return self._made[name]
+
+
+@dataclass
+class Fixed:
+    """A walkthrough: one recorded trace with fixed inputs (nothing to type)."""
+
+    trace: Trace
+    title: str
+    text: str
+
+
+@dataclass
+class Entry:
+    """One line of the model list."""
+
+    id: str
+    name: str
+    kind: str  # "walkthrough" or "model"
+    description: str
+    load: Callable[[], Model | Fixed]
+    loaded: Model | Fixed | None = None
+    error: str | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def listing(self) -> dict:
+        item = {
+            "id": self.id,
+            "name": self.name,
+            "kind": self.kind,
+            "description": self.description,
+            "status": "error" if self.error else "ready" if self.loaded else "not loaded yet",
+        }
+        if self.error:
+            item["error"] = self.error
+        if isinstance(self.loaded, Model):
+            item |= describe(self.loaded)
+        elif isinstance(self.loaded, Fixed):
+            item |= {"arch": "walkthrough", "text": self.loaded.text, "typing": False}
+        return item
+
+
+def describe(m: Model) -> dict:
+    cfg = m.cfg
+    layers = (
+        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
+        if cfg.arch == "encoder-decoder"
+        else str(max(cfg.n_encoder_layers, cfg.n_decoder_layers))
+    )
+    return {
+        "arch": cfg.arch,
+        "typing": True,
+        "max_len": cfg.max_len,
+        "vocab_size": cfg.vocab_size,
+        "generates": cfg.has_decoder,
+        "summary": f"{cfg.arch}, {layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads of "
+        f"{cfg.head_dim}, d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size}, {cfg.norm}-LN, "
+        f"{cfg.positions} positions, context {cfg.max_len}",
+        "source": f"Hugging Face {m.family}" if m.family else "glassformer checkpoint",
+    }
+
+
+def load_folder(path: Path) -> Model:
+    """A glassformer checkpoint or Hugging Face folder with its tokenizer, checked."""
+    from glassformer import hf_dir, weights
+    from glassformer.tokenizer.display import display_kind
+
+    family = None
+    if hf_dir.is_hf_folder(path):
+        imported = hf_dir.load(path)
+        cfg, params, tok, family = (
+            imported.cfg,
+            imported.params,
+            imported.tokenizer,
+            imported.family,
+        )
+    else:
+        cfg, params, tok = weights.load(path)
+    if tok is None:
+        raise GlassformerError(
+            f"{path} has no tokenizer: text cannot be encoded; save the model with its tokenizer"
+        )
+    return Model(cfg, params, tok, display_kind(tok), family, path)
+
+
+def _walkthroughs() -> list[Entry]:
+    from glassformer import walkthrough
+
+    def fixed(name: str, title: str, text: str):
+        return lambda: Fixed(walkthrough.WALKTHROUGHS[name](), title, text)
+
+    def hello_model() -> Model:
+        from glassformer import weights
+        from glassformer.config import preset
+        from glassformer.tokenizer import article_tokenizer
+
+        cfg = preset("hello-world")
+        tok = article_tokenizer()
+        return Model(cfg, weights.init(cfg, seed=0, std=0.3), tok, tok.kind)
+
+    return [
+        Entry(
+            "hello-world",
+            "The Random Transformer (walkthrough)",
+            "walkthrough",
+            "Sanseviero's “Hello World” → “Hola Mundo”, every step, the article's numbers",
+            fixed("hello-world", "The Random Transformer", "Hello World"),
+        ),
+        Entry(
+            "self-attention",
+            "Self-attention, Raschka ch. 3 (walkthrough)",
+            "walkthrough",
+            "“Your journey starts with one step”: trainable self-attention, the book's numbers",
+            fixed("self-attention", "Self-attention", "Your journey starts with one step"),
+        ),
+        Entry(
+            "hello-world-model",
+            "hello-world model (the walkthrough's, seeded random weights)",
+            "model",
+            "The article's sizes (d_model 4, 2 heads, 6+6 blocks), its 10-word vocabulary: "
+            "type words from it (hello, world, ...)",
+            hello_model,
+        ),
+    ]
+
+
+GENERIC = {"model", "models", "hf", "checkpoint", "ckpt", "export"}  # named with their parent
+
+
+class Registry:
+    """The models this server may open, by id, in the order given (walkthroughs first)."""
+
+    def __init__(self, paths: list[str | Path], walkthroughs: bool = True):
+        entries = _walkthroughs() if walkthroughs else []
+        taken = {e.id for e in entries}
+        for raw in paths:
+            path = Path(raw)
+            full = path.resolve()
+            name = full.name if full.name not in GENERIC else f"{full.parent.name}-{full.name}"
+            base = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "model"
+            ident, n = base, 2
+            while ident in taken:
+                ident, n = f"{base}-{n}", n + 1
+            taken.add(ident)
+            entries.append(Entry(ident, name, "model", str(raw), _folder_loader(path)))
+        self.entries: dict[str, Entry] = {e.id: e for e in entries}
+
+    def listing(self) -> list[dict]:
+        return [e.listing() for e in self.entries.values()]
+
+    def entry(self, model_id) -> Entry:
+        if not isinstance(model_id, str) or model_id not in self.entries:
+            shown = str(model_id)[:60]
+            raise NotFound(
+                f"no model {shown!r} here; the models are {', '.join(self.entries)} "
+                "(only the folders given to `glassformer serve` can be opened)"
+            )
+        return self.entries[model_id]
+
+    def load(self, model_id) -> Model | Fixed:
+        """The loaded model (loading it now if needed), or Unavailable saying why it cannot be."""
+        e = self.entry(model_id)
+        with e.lock:
+            if e.loaded is None and e.error is None:
+                try:
+                    e.loaded = e.load()
+                except GlassformerError as err:
+                    e.error = str(err)
+                except (OSError, ValueError) as err:  # anything a damaged folder raises
+                    e.error = f"{type(err).__name__}: {err}"
+            if e.error:
+                raise Unavailable(f"{e.name} cannot be loaded: {e.error}")
+            return e.loaded
+
+
+def _folder_loader(path: Path) -> Callable[[], Model]:
+    def load() -> Model:
+        if not path.is_dir():
+            raise GlassformerError(f"{path} is not a folder (give a checkpoint or model folder)")
+        return load_folder(path)
+
+    return load
+
+
+# -- runs ---------------------------------------------------------------------------------------
+
+
+class RunCache:
+    """Runs by key, least recently used evicted first once their values pass `max_bytes` (the
+    newest run always stays). A run asked for by several requests at once is made once. Safe
+    to use from many threads: `bytes()` and `len()` read a total kept under the lock (summing
+    the runs while another thread adds one raised "mutated during iteration": a 500 under load).
+    """
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self._runs: OrderedDict = OrderedDict()
+        self._making: dict = {}
+        self._lock = threading.Lock()
+        self._total = 0
+        self.hits = self.misses = 0
+
+    def get(self, key, make: Callable):
+        with self._lock:
+            if key in self._runs:
+                self._runs.move_to_end(key)
+                self.hits += 1
+                return self._runs[key]
+            gate = self._making.setdefault(key, threading.Lock())
+        with gate:
+            with self._lock:
+                if key in self._runs:
+                    self.hits += 1
+                    return self._runs[key]
+            try:
+                run = make()
+            except BaseException:
+                with self._lock:
+                    self._making.pop(key, None)
+                raise
+            with self._lock:  # in the cache before the gate goes: no one makes it twice
+                self.misses += 1
+                self._runs[key] = run
+                self._total += _size(run)
+                while len(self._runs) > 1 and self._total > self.max_bytes:
+                    _, old = self._runs.popitem(last=False)
+                    self._total -= _size(old)
+                self._making.pop(key, None)
+            return run
+
+    def bytes(self) -> int:
+        return self._total
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+
+def _size(run) -> int:
+    return getattr(run, "nbytes", 0)

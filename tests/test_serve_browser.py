@@ -1,0 +1,371 @@
+"""The live explorer in a real browser: headless Chromium, driven by selenium, against a real
+server on a free port of 127.0.0.1.
+
+Typing, the attention map and its head picker, the neuron view, the temperature slider, a beam
+search stepped through, a head ablated, a translation step by step: each time the numbers the
+page shows are compared with the engine's own (the reference trace, `decode`, `interventions`)
+on the same input. No console errors; no request leaves the server. Needs what
+tests/test_browser.py needs (chromium, chromedriver, selenium); GLASSFORMER_SKIP_BROWSER=1
+skips. Screenshots go to the tmp dir and, if GLASSFORMER_SCREENSHOT_DIR is set, there too (the
+README's are these: GLASSFORMER_SCREENSHOT_DIR=docs).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+torch = pytest.importorskip("torch")
+
+from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
+
+from glassformer import decode, loading  # noqa: E402
+from glassformer import interventions as I  # noqa: E402
+from glassformer import reference as R  # noqa: E402
+from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+from glassformer.torch_model import from_params, many_step_fn, step_fn  # noqa: E402
+from glassformer.trace import tracing  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAR_LM, EN_ES = ROOT / "models" / "char-lm", ROOT / "models" / "en-es"
+PROMPT = "ROMEO: But soft"
+
+
+@pytest.fixture(scope="module")
+def wide_dir(tmp_path_factory):
+    from test_serve import wide_checkpoint
+
+    return wide_checkpoint(tmp_path_factory.mktemp("wide") / "wide")
+
+
+@pytest.fixture(scope="module")
+def server(wide_dir):
+    shown = [os.path.relpath(CHAR_LM), os.path.relpath(EN_ES)]  # as a user types them
+    explorer = Explorer(Registry([*shown, wide_dir]))
+    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.02)
+    yield url
+    srv.should_exit = True
+    thread.join(10)
+
+
+def until(driver, script: str, *args, timeout: float = 60):
+    """Wait until the script returns something truthy; return it."""
+    end = time.time() + timeout
+    while True:
+        value = driver.execute_script(script, *args)
+        if value:
+            return value
+        if time.time() > end:
+            raise AssertionError(f"timed out waiting for: {script}")
+        time.sleep(0.05)
+
+
+def shot(driver, tmp_path: Path, name: str, element_id: str | None = None, above: int = 8):
+    if element_id:
+        driver.execute_script(
+            "const e = document.getElementById(arguments[0]);"
+            "window.scrollTo(0, e.getBoundingClientRect().top + window.scrollY - arguments[1]);",
+            element_id,
+            above,
+        )
+    else:
+        driver.execute_script("window.scrollTo(0, 0)")
+    driver.execute_script("document.querySelector('.gf-tip').hidden = true")
+    time.sleep(0.2)
+    path = tmp_path / name
+    assert driver.save_screenshot(str(path)) and path.stat().st_size > 10_000
+    if out := os.environ.get("GLASSFORMER_SCREENSHOT_DIR"):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(out) / name)
+
+
+def ready(driver) -> str:
+    return driver.execute_script("return document.getElementById('app').dataset.ready || ''")
+
+
+def shown_map(driver) -> dict:
+    return driver.execute_script("return {name: document.getElementById('map').dataset.name}")
+
+
+def hover(driver, i: int, j: int) -> float:
+    """The value the tooltip shows over cell (i, j) of the attention heatmap."""
+    text = driver.execute_script(
+        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('mousemove', {
+          clientX: b.left + (arguments[1] + 0.5) * b.width / c.width,
+          clientY: b.top + (arguments[0] + 0.5) * b.height / c.height}));
+        return document.querySelector('.gf-tip').textContent;""",
+        i,
+        j,
+    )
+    return float(text.rsplit(": ", 1)[1])
+
+
+def choose(driver, element_id: str, value: str) -> None:
+    driver.execute_script(
+        "const s = document.getElementById(arguments[0]); s.value = arguments[1];"
+        "s.dispatchEvent(new Event('change'));",
+        element_id,
+        value,
+    )
+
+
+def no_errors_and_nothing_leaves(driver, url: str) -> None:
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    requests = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.requestWillBeSent":
+            requests.append(message["params"]["request"]["url"])
+    assert requests and all(u.startswith((url, "data:", "blob:")) for u in requests), [
+        u for u in requests if not u.startswith((url, "data:", "blob:"))
+    ]
+
+
+def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    cfg, params, tok = loading.load(CHAR_LM)
+    driver.set_window_size(1280, 1000)
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get(server + "#model=char-lm&text=ROMEO: Bu")
+    until(driver, "return document.getElementById('app').dataset.ready")
+
+    # Type: the tokens, the next token and the attention map follow.
+    before = ready(driver)
+    driver.find_element(By.ID, "text").send_keys("t soft")
+    until(driver, "return document.getElementById('app').dataset.ready !== arguments[0] && "
+          "document.querySelectorAll('#tokens .tok').length === 15", before)  # fmt: skip
+    ids = tok.encode(PROMPT)
+    chips = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#tokens .tok small'), e => +e.textContent)"
+    )
+    assert chips == ids
+    latencies = driver.execute_script("return window.gfLatency")
+    assert latencies and all(0 < ms < 30_000 for ms in latencies)
+    with tracing() as trace:
+        logits = R.forward(params, cfg, ids)
+    shown_next = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#output .next-inline .tok small'),"
+        " e => +e.textContent)"
+    )
+    assert shown_next == list(np.argsort(-R.softmax(logits[-1]), kind="stable")[:6])
+    assert shown_map(driver)["name"] == "decoder.0.self_attn.head0.A"
+    A = trace["decoder.0.self_attn.head0.A"]
+    for i, j in ((3, 1), (14, 14), (9, 0)):
+        assert hover(driver, i, j) == pytest.approx(A[i, j], rel=1e-6, abs=1e-7)
+    assert hover(driver, 2, 9) == 0  # above the diagonal: a future token
+
+    # Switch heads and layers: another map, the engine's numbers again.
+    choose(driver, "layer", "2")
+    choose(driver, "head", "3")
+    until(driver, "return document.getElementById('map').dataset.name === arguments[0]",
+          "decoder.2.self_attn.head3.A")  # fmt: skip
+    A = trace["decoder.2.self_attn.head3.A"]
+    assert hover(driver, 11, 6) == pytest.approx(A[11, 6], rel=1e-6, abs=1e-7)
+
+    # Click a cell: the neuron view takes the score apart.
+    driver.execute_script(
+        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + 4.5 * b.width
+          / c.width, clientY: b.top + 12.5 * b.height / c.height}));"""
+    )
+    total = float(until(driver, "const e = document.querySelector('#neuron .sum[data-sum]');"
+                        "return e && e.dataset.sum"))  # fmt: skip
+    Q, K = trace["decoder.2.self_attn.head3.Q"], trace["decoder.2.self_attn.head3.K"]
+    assert total == pytest.approx(float(Q[12] @ K[4]), abs=1e-12)
+    weight = float(
+        driver.execute_script("return document.querySelector('#neuron [data-a]').dataset.a")
+    )
+    assert weight == pytest.approx(A[12, 4], abs=1e-15)
+
+    # Export the map as SVG and PNG (the files are taken from the page's download function).
+    driver.execute_script(
+        "window.__files = []; window.glassformerHeatmap.download = (name, blob) => "
+        "blob.text().then(t => window.__files.push([name, blob.type, blob.size, t.slice(0, 300),"
+        " (t.match(/<rect /g) || []).length]));"
+    )
+    driver.find_element(By.CSS_SELECTOR, "#tab-attention .picker .export-svg").click()
+    driver.find_element(By.CSS_SELECTOR, "#tab-attention .picker .export-png").click()
+    files = until(driver, "return window.__files.length === 2 && window.__files")
+    svg = next(f for f in files if f[0].endswith(".svg"))
+    png = next(f for f in files if f[0].endswith(".png"))
+    assert svg[0] == "decoder.2.self_attn.head3.A.svg" and svg[4] == 15 * 15 + 1
+    assert png[1] == "image/png" and png[2] > 2000
+
+    # All heads at once; ablate head 1 of this layer from its thumbnail.
+    driver.find_element(By.ID, "all-heads").click()
+    until(driver, "return document.querySelectorAll('#heads-grid .thumb canvas').length === 4")
+    driver.execute_script("document.querySelectorAll('#heads-grid .thumb input.ablate')[1].click()")
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=intervene]").click()
+    until(driver, "return document.getElementById('intervention').dataset.done")
+    changed = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#intervention .changed tr[data-id]'),"
+        " tr => [+tr.dataset.id, +tr.children[2].title])"
+    )
+    want = I.run_with(I.reference_run(params, cfg), ids, I.ablate_head(2, 1))[-1]
+    assert len(changed) >= 10
+    for i, logit in changed:
+        assert logit == pytest.approx(want[i], abs=1e-9)
+    assert (
+        driver.execute_script("return document.querySelector('.head-toggle.on').dataset.head")
+        == "1"
+    )
+    shot(driver, tmp_path, "explorer-ablate.png", "tab-intervene")
+
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=attention]").click()
+    shot(driver, tmp_path, "explorer-attention.png")
+    shot(driver, tmp_path, "explorer-neuron.png", "neuron", above=420)
+
+    # Generation: sampling with seed 1; the temperature slider moved with the keyboard.
+    driver.find_element(By.CSS_SELECTOR, "[data-tab=generate]").click()
+    until(driver, "return document.querySelector('#gen-step-view .dist')")
+    slider = driver.find_element(By.ID, "temperature")
+    slider.send_keys(Keys.ARROW_LEFT, Keys.ARROW_LEFT, Keys.ARROW_LEFT, Keys.ARROW_LEFT)
+    until(
+        driver, "return document.getElementById('gen-out').textContent.includes('temperature 0.6')"
+    )
+    model = from_params(cfg, params)
+    want = decode.sample(step_fn(model), ids, 20, tok.eos_id, cfg.max_len, 0.6, None, None, 1)
+    driver.find_element(By.ID, "gen-forward").click()
+    driver.find_element(By.ID, "gen-forward").click()
+    until(
+        driver, "return document.getElementById('gen-step-label').textContent.startsWith('step 2 ')"
+    )
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#gen-step-view g.row'),"
+        " g => [+g.dataset.id, +g.dataset.p, +g.dataset.q])"
+    )
+    p = want.distributions[2]
+    q = decode.filter_probs(np.log(p), 0.6)
+    for i, pi, qi in rows:
+        assert pi == pytest.approx(p[i], abs=1e-12) and qi == pytest.approx(q[i], abs=1e-12)
+    rng = np.random.default_rng(1)
+    u = [rng.random() for _ in range(3)][2]
+    assert float(driver.execute_script("return document.querySelector('.draw').dataset.u")) == u
+    chosen = driver.execute_script("return +document.querySelector('g.row.chosen').dataset.id")
+    assert chosen == want.ids[len(ids) + 2]
+    shot(driver, tmp_path, "explorer-sampling.png", "tab-generate")
+
+    # Beam search, stepped through: each step's beam is decode.beam_search's.
+    driver.execute_script("document.getElementById('beam-width').value = '3'")
+    choose(driver, "strategy", "beam")
+    until(driver, "return document.querySelector('#beam svg .node')")
+    beam = decode.beam_search(step_fn(model), ids, 20, tok.eos_id, width=3, max_len=cfg.max_len,
+                              step_many=many_step_fn(model))  # fmt: skip
+    driver.find_element(By.ID, "gen-first").click()
+    for k in range(4):
+        until(driver, "return document.getElementById('gen-step-label').textContent"
+              ".startsWith('step ' + arguments[0] + ' ')", k)  # fmt: skip
+        logps = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#gen-step-view td[data-logprob]'),"
+            " td => +td.dataset.logprob)"
+        )
+        assert logps == pytest.approx([h.logprob for h in beam.steps[k]], abs=1e-12)
+        nodes = driver.execute_script("return document.querySelectorAll('#beam .node').length")
+        assert nodes == sum(len(s) for s in beam.steps[: k + 1])  # the tree grows step by step
+        driver.find_element(By.ID, "gen-forward").click()
+    shot(driver, tmp_path, "explorer-beam.png", "tab-generate")
+
+    # A translation step by step: the next word's cross-attention over the source tokens.
+    choose(driver, "model", "en-es")
+    until(driver, "return document.querySelector('#tokens .stack-encoder')", timeout=120)
+    choose(driver, "strategy", "greedy")
+    until(driver, "return document.getElementById('gen-out').textContent"
+          ".includes('greedy · output: \"¿Dónde está la estación?\"')")  # fmt: skip
+    driver.find_element(By.ID, "gen-first").click()
+    for _ in range(3):
+        driver.find_element(By.ID, "gen-forward").click()
+    until(
+        driver,
+        "return document.getElementById('gen-step-label').textContent"
+        ".startsWith('step 3 ') && document.querySelectorAll('.src-attn .tok').length === 5",
+    )
+    weights = driver.execute_script(
+        "return Array.from(document.querySelectorAll('.src-attn .tok'), e => +e.dataset.w)"
+    )
+    cfg2, params2, tok2 = loading.load(EN_ES)
+    src = tok2.encode("Where is the station?")
+    translator = step_fn(from_params(cfg2, params2), src)
+    greedy = decode.greedy(translator, [tok2.bos_id], 63, tok2.eos_id, cfg2.max_len)
+    with tracing() as step3:
+        R.forward(params2, cfg2, greedy.ids[:4], src_ids=src)  # BOS and the first 3 words
+    mean = np.mean([step3[f"decoder.2.cross_attn.head{h}.A"][-1] for h in range(4)], axis=0)
+    np.testing.assert_allclose(weights, mean, atol=1e-12)
+    shot(driver, tmp_path, "explorer-translate.png", "tab-generate")
+    no_errors_and_nothing_leaves(driver, server)
+
+
+def test_a_large_matrix_is_drawn_tile_by_tile_as_it_scrolls(browser, server, wide_dir, tmp_path):  # noqa: F811
+    """Logits of 16 x 20,000: the page holds only their size and fetches the window in view."""
+    driver = need(browser)
+    text = "abcdefgh ijklmno"
+    cfg, params, tok = loading.load(wide_dir)
+    with tracing() as trace:
+        R.forward(params, cfg, tok.encode(text))
+    logits = trace["logits"]
+    driver.set_window_size(1280, 1000)
+    driver.get_log("browser")
+    driver.get_log("performance")
+    driver.get("about:blank")  # a new page, not only a new #fragment of the same one
+    driver.get(server + "#model=wide&text=" + text)
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.find_element("css selector", "[data-tab=steps]").click()
+    until(driver, "return document.querySelector('#steps article[data-name=logits]')")
+    driver.execute_script(
+        "document.querySelector('#steps article[data-name=logits]').scrollIntoView()"
+    )
+    until(driver, "const c = document.getElementById('step-logits');"
+          "return c && c.querySelector('.hm[data-tile]')")  # fmt: skip
+    geometry = """const box = document.querySelector('#step-logits .hm-box');
+        const sizer = box.querySelector('.hm-sizer'), c = sizer.querySelector('canvas');
+        return {sizer: sizer.getBoundingClientRect().width, columns: c.width, rows: c.height,
+                tile: box.parentElement.dataset.tile};"""
+    first = driver.execute_script(geometry)
+    assert first["sizer"] == 20_000 * 8  # every column has its place, 8 px each
+    assert first["columns"] < 400 and first["rows"] == 16  # only the columns in view are drawn
+
+    def hover(i: int, j: int) -> float:
+        text = driver.execute_script(
+            """const s = document.querySelector('#step-logits .hm-sizer');
+            const b = s.getBoundingClientRect(), w = b.width / 20000, h = b.height / 16;
+            s.dispatchEvent(new MouseEvent('mousemove', {clientX: b.left + (arguments[1] + 0.5)
+              * w, clientY: b.top + (arguments[0] + 0.5) * h}));
+            return document.querySelector('.gf-tip').textContent;""",
+            i,
+            j,
+        )
+        return float(text.rsplit(": ", 1)[1])
+
+    assert hover(3, 10) == pytest.approx(logits[3, 10], rel=1e-6, abs=1e-7)
+    driver.execute_script("document.querySelector('#step-logits .hm-box').scrollLeft = 152000")
+    until(driver, "return document.querySelector('#step-logits .hm').dataset.tile"
+          " !== arguments[0]", first["tile"])  # fmt: skip
+    moved = driver.execute_script(geometry)
+    c0 = int(moved["tile"].split(",")[2])
+    assert 18_000 < c0 < 19_000 and moved["columns"] < 400
+    driver.execute_script(
+        "document.querySelector('#step-logits').scrollIntoView();"
+        "document.querySelector('#step-logits .hm-box').scrollLeft = 152000"
+    )
+    assert hover(11, 19_050) == pytest.approx(logits[11, 19_050], rel=1e-6, abs=1e-7)
+    shot(driver, tmp_path, "explorer-steps.png", "step-logits")
+    no_errors_and_nothing_leaves(driver, server)
