@@ -10,6 +10,10 @@ work differs.
 
     .venv/bin/python benchmarks/reference_vs_hf.py [--tokens 64 256] [--repeats 5] [--threads 2]
 
+The "before" figures: the same script with PYTHONPATH pointing at an older glassformer (e.g. `git
+archive <commit> glassformer | tar -x -C /tmp/old`); a trace without float32 storage is then
+measured as float64 only.
+
 --threads sets both torch's threads and OpenBLAS's (OPENBLAS_NUM_THREADS, before NumPy loads). On a
 busy machine (load above the core count) run --threads 1: waiting BLAS threads dominate otherwise.
 """
@@ -24,8 +28,18 @@ import time
 def trace_mb(trace) -> float:
     """MB held by a trace: its distinct stored arrays (a shared mask counted once; a step derived
     from another stores nothing)."""
-    arrays = {id(s.data): s.data for s in trace.steps if s.data is not None}
+    if hasattr(trace, "nbytes"):
+        return trace.nbytes / 1e6
+    arrays = {id(s.values): s.values for s in trace.steps}  # an older trace stores every step
     return sum(v.nbytes for v in arrays.values()) / 1e6
+
+
+def has_float32_traces() -> bool:
+    import inspect
+
+    from glassformer.trace import tracing
+
+    return "dtype" in inspect.signature(tracing).parameters
 
 
 def main() -> None:
@@ -70,7 +84,8 @@ def main() -> None:
                 print(f"  {name} / HF = {med[name] / med['HF GPT-2 fp32']:.2f}x", end="")
                 print("  (target <= 1.5x)" if name == "reference traced" else "")
         print(f"  float64 / float32 GEMM time, NumPy, ({T} x 768) @ (768 x 3072): {floor(T):.2f}x")
-        for name, kw in [("float64 (default)", {}), ("float32", {"dtype": np.float32})]:
+        kinds = [("float64 (default)", {}), ("float32", {"dtype": np.float32})]
+        for name, kw in kinds[: 2 if has_float32_traces() else 1]:
             trace = runs["reference traced"].record(**kw)
             print(f"  trace memory, {name}: {trace_mb(trace):.1f} MB in {len(trace)} steps")
 
@@ -103,12 +118,10 @@ def contenders(peer, params, cfg, ids) -> dict:
         go.record = record
         return go
 
-    return {
-        "HF GPT-2 fp32": hf_fp32,
-        "reference": plain,
-        "reference traced": traced(),
-        "reference traced float32": traced(dtype=np.float32),
-    }
+    runs = {"HF GPT-2 fp32": hf_fp32, "reference": plain, "reference traced": traced()}
+    if has_float32_traces():
+        runs["reference traced float32"] = traced(dtype=np.float32)
+    return runs
 
 
 def floor(T: int, repeats: int = 7) -> float:

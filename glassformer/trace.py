@@ -152,6 +152,13 @@ class Trace:
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the values this trace holds: each stored array once (the shared mask too),
+        nothing for a derived step (it is recomputed when read, and not to count it)."""
+        stored = {id(s.data): s.data for s in self.steps if s.data is not None}
+        return sum(a.nbytes for a in stored.values())
+
     def axis_labels(self, step: Step) -> tuple[list[str] | None, list[str] | None]:
         """Token names for a step's rows and columns: its own, or those of its stack's tokens.
 

@@ -63,6 +63,7 @@ class TrainConfig:
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
     max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
     keep_snapshots: int = 0  # keep the weights of the last k evaluations (export --average k)
+    decay_embeddings: bool = False  # weight decay on embedding tables too, as nanoGPT does
     init: Literal["gpt2", "xavier"] = "gpt2"  # how a new model's weights are drawn (init_weights)
     embed_std: float = 0.0  # std of new token embeddings; 0: the init scheme's own
     seed: int = 1337
@@ -171,14 +172,18 @@ def init_weights(model: torch.nn.Module, cfg: Config, scheme: str, embed_std: fl
                     p.normal_(0.0, embed_std)
 
 
-def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """Decay only the matrices of linear layers: not biases, LayerNorms or embeddings."""
+def param_groups(
+    model: torch.nn.Module, weight_decay: float, embeddings: bool = False
+) -> list[dict]:
+    """Decay only the matrices of linear layers: not biases, LayerNorms or embeddings (unless
+    `embeddings`: then every matrix, the embedding tables and a head tied to one included, as
+    nanoGPT decays them)."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         is_embedding = "tok_embed" in name or "pos_embed" in name
-        (decay if p.ndim >= 2 and not is_embedding else no_decay).append(p)
+        (decay if p.ndim >= 2 and (embeddings or not is_embedding) else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
@@ -190,7 +195,7 @@ def make_optimizer(model: torch.nn.Module, tcfg: TrainConfig, device: str = "cpu
     update as the per-tensor loop torch otherwise runs on CPU, in ~1/4 of its time, which at this
     project's model sizes is several percent of a training step."""
     fused = device.split(":")[0] in ("cpu", "cuda")
-    groups = param_groups(model, tcfg.weight_decay)
+    groups = param_groups(model, tcfg.weight_decay, tcfg.decay_embeddings)
     return torch.optim.AdamW(
         groups, lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), fused=fused or None
     )
