@@ -63,7 +63,6 @@ class TrainConfig:
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
     max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
     keep_snapshots: int = 0  # keep the weights of the last k evaluations (export --average k)
-    decay_embeddings: bool = False  # weight decay on embedding tables too, as nanoGPT does
     init: Literal["gpt2", "xavier"] = "gpt2"  # how a new model's weights are drawn (init_weights)
     embed_std: float = 0.0  # std of new token embeddings; 0: the init scheme's own
     seed: int = 1337
@@ -119,9 +118,12 @@ def saved_train_config(out: str | Path) -> TrainConfig:
 
 # Each task's training recipe: TrainConfig values that `glassformer train TASK` starts from
 # (--set changes any of them). translate: the recipe measured best per step by
-# benchmarks/translate_quality_per_step.py (README, "Training").
+# benchmarks/translate_quality_per_step.py (README, "Training"). lm: the char-lm preset's peak
+# learning rate, the best of 1e-3 (nanoGPT's), 2e-3 and 3e-3 after 2000 steps (validation loss
+# over every 64-character window 1.911, 1.810, 1.781; benchmarks/char_lm_valid_loss.py), with
+# min_lr a tenth of it as nanoGPT sets it.
 TASK_DEFAULTS: dict[str, dict] = {
-    "lm": {},
+    "lm": dict(lr=3e-3, min_lr=3e-4),
     "translate": dict(
         max_tokens=5000,
         lr=1e-3,
@@ -172,18 +174,14 @@ def init_weights(model: torch.nn.Module, cfg: Config, scheme: str, embed_std: fl
                     p.normal_(0.0, embed_std)
 
 
-def param_groups(
-    model: torch.nn.Module, weight_decay: float, embeddings: bool = False
-) -> list[dict]:
-    """Decay only the matrices of linear layers: not biases, LayerNorms or embeddings (unless
-    `embeddings`: then every matrix, the embedding tables and a head tied to one included, as
-    nanoGPT decays them)."""
+def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """Decay only the matrices of linear layers: not biases, LayerNorms or embeddings."""
     decay, no_decay = [], []
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
         is_embedding = "tok_embed" in name or "pos_embed" in name
-        (decay if p.ndim >= 2 and (embeddings or not is_embedding) else no_decay).append(p)
+        (decay if p.ndim >= 2 and not is_embedding else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
@@ -195,7 +193,7 @@ def make_optimizer(model: torch.nn.Module, tcfg: TrainConfig, device: str = "cpu
     update as the per-tensor loop torch otherwise runs on CPU, in ~1/4 of its time, which at this
     project's model sizes is several percent of a training step."""
     fused = device.split(":")[0] in ("cpu", "cuda")
-    groups = param_groups(model, tcfg.weight_decay, tcfg.decay_embeddings)
+    groups = param_groups(model, tcfg.weight_decay)
     return torch.optim.AdamW(
         groups, lr=tcfg.lr, betas=(tcfg.beta1, tcfg.beta2), fused=fused or None
     )
