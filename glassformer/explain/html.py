@@ -185,7 +185,7 @@ class _Page:
         self.masks = {
             s.name[: -len(".mask")]: np.asarray(s.values, bool)
             for s in trace.steps
-            if s.name.endswith(".mask") and s.values.ndim == 2
+            if s.name.endswith(".mask") and len(s.shape) == 2
         }
 
     def readable(self, pieces):
@@ -318,7 +318,7 @@ class _Page:
         """The trace's axis labels; top-level logits and probs get the decoder's tokens as rows
         and the vocabulary as columns."""
         rows, cols = map(self.readable, self.trace.axis_labels(s))
-        if s.name.rsplit(".", 1)[-1] in ("logits", "probs") and s.values.ndim == 2:
+        if s.name.rsplit(".", 1)[-1] in ("logits", "probs") and len(s.shape) == 2:
             words = self.readable(self.trace.labels.get("decoder"))
             rows = rows or (words if words and len(words) == s.shape[0] else None)
             cols = cols or (self.vocab if self.vocab and len(self.vocab) == s.shape[1] else None)

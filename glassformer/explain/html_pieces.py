@@ -49,7 +49,7 @@ def shape_text(s: Step) -> str:
     if "cross_attn" in parts:
         symbols = {"K": "S×D", "V": "S×D"}.get(parts[-1], symbols.replace("T×T", "T×S"))
     n = len(symbols.split("×")) if symbols else -1
-    sym = f" ({symbols.replace('×', ' × ')})" if n == s.values.ndim else ""
+    sym = f" ({symbols.replace('×', ' × ')})" if n == len(s.shape) else ""
     return f"shape {dims(s.shape)}{sym}"
 
 
