@@ -180,8 +180,12 @@ def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = Fals
     scaled = tap("scaled", scores / c, derive=("scores", lambda s: s / c))  # (T, S)
     if mask is not None:
         mask = tap("mask", mask)
-        scaled = np.where(mask, scaled, -np.inf)  # (T, S)
-    A = tap("A", softmax(scaled, naive=naive))  # (T, S)
+
+    def probabilities(scaled):  # the same steps recompute A from a recorded `scaled`
+        masked = scaled if mask is None else np.where(mask, scaled, -np.inf)  # (T, S)
+        return softmax(masked, naive=naive)
+
+    A = tap("A", probabilities(scaled), derive=("scaled", probabilities))  # (T, S)
     return tap("C", A @ V)  # (T, D)
 
 

@@ -194,6 +194,14 @@ def test_a_trace_stores_derived_steps_as_recipes_and_shares_masks():
     masks = [s.data for s in tr.steps if s.name.startswith("decoder.") and s.name.endswith("mask")]
     assert len(masks) == 2 * cfg.n_heads and all(m is masks[0] for m in masks)
     assert not masks[0].flags.writeable
+    computed = {}  # every head's A as the engine computed it (an intervention sees it)
+    with intervene({"*.A": lambda x: computed.setdefault(len(computed), x.copy())}):
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    A_steps = [s for s in tr.steps if s.name.endswith(".A")]
+    assert len(A_steps) == len(computed) > 2 * cfg.n_heads  # encoder, decoder and cross heads
+    for s, want in zip(A_steps, computed.values(), strict=True):
+        assert s.data is None  # recomputed from the recorded scaled scores (and mask) when read
+        np.testing.assert_array_equal(s.values, want)
     everything = sum(tr[name].nbytes for name in tr.names())  # what reading every step makes
     assert tr.nbytes == _stored_bytes(tr) < everything
     with intervene({"decoder.1.self_attn.head0.scaled": lambda x: x * 2}), tracing() as tr2:
