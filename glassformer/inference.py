@@ -19,7 +19,7 @@ import numpy as np
 
 from glassformer import decode
 from glassformer import reference as R
-from glassformer.errors import GlassformerError
+from glassformer.errors import INSTALL_TORCH, GlassformerError
 
 
 def step_function(engine: str, cfg, params, src, window: bool = False):
@@ -33,9 +33,7 @@ def step_function(engine: str, cfg, params, src, window: bool = False):
             from glassformer import torch_model
         except ImportError:
             if engine == "torch":
-                raise GlassformerError(
-                    "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
-                ) from None
+                raise GlassformerError(f"--engine torch needs PyTorch: {INSTALL_TORCH}") from None
         else:
             return torch_model.step_fn(torch_model.from_params(cfg, params), src, window=window)
     return R.next_token_logits(params, cfg, src, window=window)
@@ -270,8 +268,7 @@ def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarra
         import torch
     except ImportError:
         raise GlassformerError(
-            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
-            "or use --engine reference"
+            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
         ) from None
 
     from glassformer.torch_model import from_params, sentence_embeddings
@@ -299,8 +296,7 @@ def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto",
         import torch
     except ImportError:
         raise GlassformerError(
-            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
-            "or use --engine reference"
+            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
         ) from None
     from glassformer.torch_model import from_params
 
