@@ -5,6 +5,15 @@ do. The CLI prints it as one line and exits non-zero; library callers catch it l
 """
 
 
+def install_hint(extra: str) -> str:
+    """What to do when an optional dependency is missing: its extra, installed from the clone
+    (glassformer is not on PyPI)."""
+    return f"install the {extra} extra: pip install '.[{extra}]' in the glassformer folder"
+
+
+INSTALL_TORCH = install_hint("torch")
+
+
 class GlassformerError(Exception):
     """Bad input, bad configuration or a bad file: the message says what to do about it."""
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from glassformer import decode
 from glassformer import reference as R
-from glassformer.errors import GlassformerError
+from glassformer.errors import INSTALL_TORCH, GlassformerError
 
 DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
 
@@ -55,9 +55,7 @@ def step_function(engine: str, cfg, params, src, window: bool = False, dtype: st
             from glassformer import torch_model
         except ImportError:
             if engine == "torch":
-                raise GlassformerError(
-                    "--engine torch needs PyTorch: pip install 'glassformer[torch]'"
-                ) from None
+                raise GlassformerError(f"--engine torch needs PyTorch: {INSTALL_TORCH}") from None
         else:
             model = torch_engine(cfg, params, dtype)
             return torch_model.step_fn(model, src, window=window)
@@ -356,8 +354,7 @@ def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarra
         import torch
     except ImportError:
         raise GlassformerError(
-            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
-            "or use --engine reference"
+            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
         ) from None
 
     from glassformer.torch_model import from_params, sentence_embeddings
@@ -385,8 +382,7 @@ def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto",
         import torch
     except ImportError:
         raise GlassformerError(
-            "--engine torch needs PyTorch: pip install 'glassformer[torch]', "
-            "or use --engine reference"
+            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
         ) from None
     from glassformer.torch_model import from_params
 

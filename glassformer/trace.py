@@ -4,6 +4,12 @@
 `with tracing() as tr:` it records a copy of `x` under the current `scope` prefix, so the math
 never changes to be seen (like flax's `sow`). Names look like `encoder.0.self_attn.head1.A`.
 
+What a trace holds: float values as float64 (exact, the default) or float32 (`tracing(dtype=
+np.float32)`, half the memory, for a server that keeps many traces); one shared copy of a bool
+mask that every head taps; and nothing at all for a step tapped with `derive=` (a cheap exact
+function of an earlier step, such as the scaled scores or the output probabilities), which is
+recomputed when read.
+
 The one sanctioned way the trace changes the math is an explicit intervention: inside
 `with intervene({"decoder.1.self_attn.head0.C": fn}):` a tap whose full name matches a key
 (an exact name or an `fnmatch` glob such as `decoder.*.ffn.out`) returns `fn(x)` instead of `x`,
@@ -41,20 +47,39 @@ _INTERVENTION: ContextVar[Intervention | None] = ContextVar(
 )
 
 
-@dataclass
+@dataclass(frozen=True)
+class Derivation:
+    """How a step that stores nothing is recomputed: `fn(source.values)`, as `dtype`."""
+
+    source: Step
+    fn: Callable[[np.ndarray], np.ndarray]
+    shape: tuple[int, ...]
+    dtype: type
+
+
+@dataclass(eq=False)
 class Step:
-    """One recorded intermediate."""
+    """One recorded intermediate: `values` is the stored copy, or, for a step recorded with
+    `tap(..., derive=...)`, recomputed from its source step at each read (nothing stored)."""
 
     name: str
-    values: np.ndarray
+    data: np.ndarray | None
     equation: str = ""
     note: str = ""
     rows: list[str] | None = None
     cols: list[str] | None = None
+    derived: Derivation | None = field(default=None, repr=False)
+
+    @property
+    def values(self) -> np.ndarray:
+        if self.derived is None:
+            return self.data
+        d = self.derived
+        return np.asarray(d.fn(d.source.values), dtype=d.dtype)
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.values.shape)
+        return self.derived.shape if self.derived is not None else tuple(self.data.shape)
 
     def to_dict(self) -> dict:
         return {
@@ -74,21 +99,51 @@ class Trace:
 
     steps: list[Step] = field(default_factory=list)
     labels: dict[str, list[str]] = field(default_factory=dict)
+    dtype: type = np.float64  # how recorded float values are stored
+    _first: dict[str, Step] = field(default_factory=dict, repr=False)
+    _indexed: int = field(default=0, repr=False)
+    _last: dict[str, Step] = field(default_factory=dict, repr=False)  # name -> latest step
+    _last_mask: np.ndarray | None = field(default=None, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.step(name).values
 
     def __contains__(self, name: str) -> bool:
-        return any(s.name == name for s in self.steps)
+        return name in self._index()
 
     def __len__(self) -> int:
         return len(self.steps)
 
+    def _index(self) -> dict[str, Step]:
+        """{name: its first step}, kept up to date as steps are appended."""
+        if self._indexed > len(self.steps):  # the list was replaced: index it again
+            self._first, self._indexed = {}, 0
+        for s in self.steps[self._indexed :]:
+            self._first.setdefault(s.name, s)
+        self._indexed = len(self.steps)
+        return self._first
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        self._last[step.name] = step
+
+    def _store(self, arr: np.ndarray) -> np.ndarray:
+        """A copy of a tapped array in the trace's dtype (bool stays bool). A bool mask equal to
+        the last one recorded is shared, read-only: every head of a layer taps the same mask."""
+        if arr.dtype != bool:
+            return np.array(arr, dtype=self.dtype, copy=True)
+        last = self._last_mask
+        if last is not None and last.shape == arr.shape and np.array_equal(last, arr):
+            return last
+        self._last_mask = np.array(arr, copy=True)
+        self._last_mask.flags.writeable = False
+        return self._last_mask
+
     def step(self, name: str) -> Step:
-        for s in self.steps:
-            if s.name == name:
-                return s
-        raise KeyError(f"no step named {name!r} in this trace")
+        s = self._index().get(name)
+        if s is None:
+            raise KeyError(f"no step named {name!r} in this trace")
+        return s
 
     def annotate(self, name: str, note: str) -> None:
         """Attach a narration to a recorded step (for steps the engine recorded)."""
@@ -96,6 +151,13 @@ class Trace:
 
     def names(self) -> list[str]:
         return [s.name for s in self.steps]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the values this trace holds: each stored array once (the shared mask too),
+        nothing for a derived step (it is recomputed when read, and not to count it)."""
+        stored = {id(s.data): s.data for s in self.steps if s.data is not None}
+        return sum(a.nbytes for a in stored.values())
 
     def axis_labels(self, step: Step) -> tuple[list[str] | None, list[str] | None]:
         """Token names for a step's rows and columns: its own, or those of its stack's tokens.
@@ -131,24 +193,52 @@ class Trace:
         return {"labels": self.labels, "steps": steps}
 
 
-def tap(name: str, x, equation: str = "", note: str = "", rows=None, cols=None, record=None):
+def tap(
+    name: str,
+    x,
+    equation: str = "",
+    note: str = "",
+    rows=None,
+    cols=None,
+    record=None,
+    derive: tuple[str, Callable] | None = None,
+):
     """Record `x` under the current scope if a trace is active, and return it: unchanged, or
     replaced by the matching functions of an active `intervene` (then the replacement is what is
     recorded). `record(x)` gives the array to record (default: `x` itself; the PyTorch engine
-    passes one that takes the first sequence of its batch)."""
+    passes one that takes the first sequence of its batch).
+
+    `derive=(source, fn)` says that `x` is `fn` of the step `source` just recorded in this scope,
+    computed exactly so (the reference engine's `scaled = scores / √D`): the trace then stores no
+    copy and recomputes `fn(source)` whenever the step is read, unless an intervention replaced
+    this step (then its replacement is stored). With `derive`, `x` may be a function of no
+    arguments that computes the value, called only when something needs it (a step that nothing
+    computes on, such as the output probabilities; `fn` then keeps the source's shape)."""
     trace, swap = _ACTIVE.get(), _INTERVENTION.get()
     if trace is None and swap is None:
         return x
     full = ".".join((*_PREFIX.get(), name))
+    replaced = swap is not None and swap.touches(full)
+    source = None
+    if trace is not None and derive is not None and not replaced:
+        source = trace._last.get(".".join((*_PREFIX.get(), derive[0])))
+    if source is not None:  # recorded as a recipe: x need not exist
+        if not equation:
+            equation = equation_for(full)
+        shape = source.shape if callable(x) else tuple(np.shape(x))
+        how = Derivation(source, derive[1], shape, trace.dtype)
+        trace._record(Step(full, None, equation, note, rows, cols, how))
+        return x
+    if derive is not None and callable(x):
+        x = x()
     if swap is not None:
         x = swap.apply(full, x)
     if trace is None:
         return x
-    arr = np.asarray(x if record is None else record(x))
-    values = np.array(arr, dtype=bool if arr.dtype == bool else float, copy=True)
     if not equation:
         equation = equation_for(full)
-    trace.steps.append(Step(full, values, equation, note, rows, cols))
+    values = trace._store(np.asarray(x if record is None else record(x)))
+    trace._record(Step(full, values, equation, note, rows, cols))
     return x
 
 
@@ -163,19 +253,27 @@ class Intervention:
         self.matched: list[str] = []
         self._cache: dict[str, list[Callable]] = {}
 
-    def apply(self, name: str, x):
-        if self.outer is not None:
-            x = self.outer.apply(name, x)
+    def _matching(self, name: str) -> list[Callable]:
         fns = self._cache.get(name)
         if fns is None:
             fns = self._cache[name] = [
                 f for key, f in self.fns.items() if key == name or fnmatch.fnmatchcase(name, key)
             ]
+        return fns
+
+    def apply(self, name: str, x):
+        if self.outer is not None:
+            x = self.outer.apply(name, x)
+        fns = self._matching(name)
         if fns and name not in self.matched:
             self.matched.append(name)
         for f in fns:
             x = f(x)
         return x
+
+    def touches(self, name: str) -> bool:
+        """Whether this block (or an outer one) replaces the step `name`."""
+        return bool(self._matching(name)) or (self.outer is not None and self.outer.touches(name))
 
     def unmatched(self) -> list[str]:
         """The keys that matched no tapped name (so far)."""
@@ -193,9 +291,16 @@ def scope(prefix: str):
 
 
 @contextlib.contextmanager
-def tracing(labels: dict[str, list[str]] | None = None):
-    """Record every `tap` in this block into the yielded `Trace`."""
-    trace = Trace(labels=dict(labels or {}))
+def tracing(labels: dict[str, list[str]] | None = None, dtype=np.float64):
+    """Record every `tap` in this block into the yielded `Trace`.
+
+    dtype: how float values are stored. The default float64 keeps every value exact (the parity
+    and golden tests, `interventions.patch`, which replays recorded values); np.float32 halves a
+    trace's memory (a server keeping many traces) at ~1e-7 relative error in what is shown."""
+    dtype = np.dtype(dtype).type
+    if dtype not in (np.float64, np.float32):
+        raise ValueError(f"a trace stores float64 or float32 values, not {dtype.__name__}")
+    trace = Trace(labels=dict(labels or {}), dtype=dtype)
     token, ptoken = _ACTIVE.set(trace), _PREFIX.set(())
     try:
         yield trace

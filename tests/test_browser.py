@@ -538,3 +538,32 @@ def test_an_explain_report_opens_with_its_tokens_and_closes_with_its_result(brow
     driver.execute_script("window.scrollTo(0, 0)")
     screenshot(driver, tmp_path, "en-es-tokens.png")
     assert_offline_and_clean(driver, url)
+
+
+def test_an_ablation_and_patching_report_shows_both_beside_the_run(browser, tmp_path):
+    """`explain --ablate --patch-from --html`: the ablated run's rows, the changed ones tinted, and
+    the patching heatmaps are on screen, reachable from the header."""
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+
+    from glassformer.cli import main
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    path, data = tmp_path / "touch.html", tmp_path / "touch.json"
+    argv = ["explain", str(models / "en-es"), "Hello world.", "--patch-from", "Hello house.",
+            "--ablate", "decoder.1.cross_attn", "--ablate", "decoder.2.cross_attn"]  # fmt: skip
+    assert main([*argv, "--only", "logits", "--html", str(path), "--json", str(data)]) == 0
+    told = json.loads(data.read_text())["interventions"]
+    url = open_report(driver, path)
+    driver.find_element(By.CSS_SELECTOR, 'nav a[href="#gf-ablation"]').click()
+    rows = driver.find_elements(By.CSS_SELECTOR, "#gf-ablation table.touch tr")[1:]
+    assert len(rows) == len(told["ablation"]["positions"]) and rows[0].is_displayed()
+    changed = driver.find_elements(By.CSS_SELECTOR, "#gf-ablation tr.changed")
+    assert len(changed) == sum(r["changed"] for r in told["ablation"]["positions"]) > 0
+    red = changed[0].find_element(By.TAG_NAME, "td").value_of_css_property("background-color")
+    assert red == "rgba(253, 232, 234, 1)"  # the tint of a changed prediction
+    assert told["ablation"]["text_ablated"] in driver.find_element(By.ID, "gf-ablation").text
+    heat = driver.find_elements(By.CSS_SELECTOR, "#gf-patching table.mat")
+    assert len(heat) == 2 and all(t.is_displayed() for t in heat)  # self- and cross-attention
+    screenshot(driver, tmp_path, "touch.png")
+    assert_offline_and_clean(driver, url)

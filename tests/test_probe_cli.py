@@ -2,7 +2,9 @@
 engines: the lens's last row is the model's own prediction, DLA adds up to the logit, and the
 attributions explain the tokens `generate` predicts, with integrated gradients complete."""
 
+import html
 import json
+import re
 
 import numpy as np
 import pytest
@@ -92,3 +94,44 @@ def test_probe_refusals_are_one_line(capsys, models, argv, message):
     code, _, err = run(capsys, *[a.format(enc=models / "enc", dec=models / "dec") for a in argv])
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and message in lines[0], err
+
+
+# -- the HTML pages -------------------------------------------------------------------------------
+
+
+def test_lens_page_shows_each_layers_top_token(capsys, models, tmp_path):
+    """The page's cells are the JSON's top tokens, row by row; its last row the model's argmax."""
+    code, _, err = run(capsys, "lens", models / "dec", "the cat", "--dla", "s", "--json",
+                       tmp_path / "l.json", "--html", tmp_path / "l.html")  # fmt: skip
+    assert code == 0, err
+    lens = json.loads((tmp_path / "l.json").read_text())["lens"]
+    page = (tmp_path / "l.html").read_text(encoding="utf-8")
+    cells = re.findall(r"title='[^']*'>(.*?)<small>", page)
+    top = [html.escape(t[0]) for row in lens["top_tokens"] for t in row]
+    assert cells == top
+    cfg, params, tok = loading.load(models / "dec")
+    logits = R.forward(params, cfg, tok.encode("the cat"))
+    last = [html.escape(tok.vocab[i].replace(" ", "␣")) for i in logits.argmax(-1)]
+    assert cells[-len(last) :] == last
+    assert 'id="gf-dla"' in page and "<script" not in page  # static, nothing to load
+
+
+def test_attribution_page_tints_each_input_token_by_its_score(capsys, models, tmp_path):
+    code, _, err = run(capsys, "attribute", models / "dec", "the", "--max-new-tokens", "2",
+                       "--json", tmp_path / "a.json", "--html", tmp_path / "a.html")  # fmt: skip
+    assert code == 0, err
+    a = json.loads((tmp_path / "a.json").read_text())
+    page = (tmp_path / "a.html").read_text(encoding="utf-8")
+    chip = r"<span class='tok[^']*' style='[^']*' title='([^']+)'"
+    titles = re.findall(chip, page)  # each score to 12 digits
+    assert titles == [f"{s:.12g}" for row in a["scores"] for s in row[: len(a["input"])]]
+    assert page.count("class='attr'") == len(a["predicted"]) and "f(x) − f(0)" in page
+
+
+def test_probe_pages_are_not_written_over_unasked(capsys, models, tmp_path):
+    page = tmp_path / "l.html"
+    page.write_text("mine")
+    code, _, err = run(capsys, "lens", models / "dec", "the", "--html", page)
+    assert code == 2 and "--overwrite" in err and page.read_text() == "mine"
+    code, _, err = run(capsys, "lens", models / "dec", "the", "--html", "-", "--json", "-")
+    assert code == 2 and "both write to stdout" in err

@@ -124,14 +124,26 @@ def test_int8_state_dict_holds_no_int8_weights():
 
 
 @pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
-def test_shipped_char_lm_int8_greedy_tokens_equal_float32():
+def test_shipped_char_lm_int8_greedy_tokens_equal_float32_but_for_near_ties():
+    """int8 gives float32's greedy tokens, except where float32's two likeliest next characters
+    are within 0.01 of each other in probability (at the first difference: measured 0.197 vs
+    0.191 and 0.163 vs 0.159 on two of these prompts, after 33 and 34 equal characters)."""
     cfg, params, tok = loading.load(SHIPPED / "char-lm")
     fp32 = inference.torch_engine(cfg, params, "float32")
     q = inference.torch_engine(cfg, params, "int8")
-    for text in ("To be, or not", "ROMEO:", "The king"):
+    prompts = ("To be, or not", "ROMEO:", "The king", "First Citizen:", "What is", "My lord,")
+    equal = 0
+    for text in prompts:
         prompt = tok.encode(text)
-        want = decode.greedy(step_fn(fp32), prompt, 40).ids
-        assert decode.greedy(step_fn(q), prompt, 40).ids == want
+        want = decode.greedy(step_fn(fp32, window=True), prompt, 40)
+        got = decode.greedy(step_fn(q, window=True), prompt, 40).ids
+        k = next((i for i, (a, b) in enumerate(zip(want.ids, got, strict=False)) if a != b), None)
+        if k is None:
+            equal += 1
+            continue
+        probs = want.distributions[k - len(prompt)]
+        assert probs[want.ids[k]] - probs[got[k]] < 0.01, (text, k)
+    assert equal >= 4
 
 
 @pytest.mark.skipif(not (SHIPPED / "en-es").is_dir(), reason="models/en-es is not here")

@@ -9,7 +9,7 @@ from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
 from glassformer.decode import greedy
-from glassformer.trace import tracing
+from glassformer.trace import intervene, tracing
 
 ARCHS = {
     "decoder": dict(arch="decoder", n_decoder_layers=2),
@@ -67,6 +67,17 @@ def test_activations_match_their_definitions():
     np.testing.assert_allclose(R.gelu(x), x * phi, atol=1e-15)
     assert np.abs(R.gelu_tanh(x) - R.gelu(x)).max() < 1e-3  # an approximation, not equal
     assert np.abs(R.gelu_tanh(x) - R.gelu(x)).max() > 1e-6
+
+
+def test_erf_is_math_erf_to_a_few_ulp():
+    """The vectorised erf against the C library's, across Cody's three ranges and their edges."""
+    edges = [0.0, -0.0, 0.46875, np.nextafter(0.46875, 1), 4.0, np.nextafter(4.0, 5), 5e-324, 1e300]
+    x = np.concatenate([np.linspace(-30, 30, 200_001), edges, np.negative(edges)])
+    want = np.array([math.erf(v) for v in x])
+    got = R.erf(x)
+    assert (np.abs(got - want) <= 4 * np.spacing(np.abs(want))).all()
+    np.testing.assert_array_equal(R.erf([np.inf, -np.inf]), [1.0, -1.0])
+    assert np.isnan(R.erf([np.nan])).all()
 
 
 def test_causal_mask_is_lower_triangular():
@@ -159,6 +170,68 @@ def test_tracing_changes_nothing_and_off_records_nothing():
         pass
     R.forward(p, cfg, [1], src_ids=[2])
     assert len(outer) == 0
+
+
+def _stored_bytes(trace) -> int:
+    arrays = {id(s.data): s.data for s in trace.steps if s.data is not None}
+    return sum(a.nbytes for a in arrays.values())
+
+
+def test_a_trace_stores_derived_steps_as_recipes_and_shares_masks():
+    """`scaled` and `probs` are recomputed from `scores` and `logits` when read, bit for bit what
+    the engine computed; the causal mask is stored once for every head and layer."""
+    cfg = small("encoder-decoder")
+    p = weights.init(cfg, seed=9, std=0.5)
+    with tracing() as tr:
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    scaled = tr.step("decoder.1.self_attn.head0.scaled")
+    assert scaled.data is None and scaled.shape == (3, 3)
+    np.testing.assert_array_equal(
+        scaled.values, tr["decoder.1.self_attn.head0.scores"] / math.sqrt(cfg.head_dim)
+    )
+    assert tr.step("probs").data is None
+    np.testing.assert_array_equal(tr["probs"], R.softmax(tr["logits"]))
+    masks = [s.data for s in tr.steps if s.name.startswith("decoder.") and s.name.endswith("mask")]
+    assert len(masks) == 2 * cfg.n_heads and all(m is masks[0] for m in masks)
+    assert not masks[0].flags.writeable
+    computed = {}  # every head's A as the engine computed it (an intervention sees it)
+    with intervene({"*.A": lambda x: computed.setdefault(len(computed), x.copy())}):
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    A_steps = [s for s in tr.steps if s.name.endswith(".A")]
+    assert len(A_steps) == len(computed) > 2 * cfg.n_heads  # encoder, decoder and cross heads
+    for s, want in zip(A_steps, computed.values(), strict=True):
+        assert s.data is None  # recomputed from the recorded scaled scores (and mask) when read
+        np.testing.assert_array_equal(s.values, want)
+    everything = sum(tr[name].nbytes for name in tr.names())  # what reading every step makes
+    assert tr.nbytes == _stored_bytes(tr) < everything
+    with intervene({"decoder.1.self_attn.head0.scaled": lambda x: x * 2}), tracing() as tr2:
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    replaced = tr2.step("decoder.1.self_attn.head0.scaled")
+    assert replaced.data is not None  # a replacement is stored, not recomputed
+    np.testing.assert_array_equal(replaced.values, 2 * scaled.values)
+    seen = []
+    with intervene({"probs": lambda x: seen.append(x) or x}) as swap:  # computed when asked for
+        R.forward(p, cfg, [1, 2, 3], src_ids=[4, 5])
+    assert swap.matched == ["probs"]
+    np.testing.assert_array_equal(seen[0], tr["probs"])
+
+
+def test_a_float32_trace_holds_half_the_memory():
+    cfg = small("decoder", d_model=16, d_ff=32)
+    p = weights.init(cfg, seed=3, std=0.5)
+    with tracing() as exact:
+        R.forward(p, cfg, [1, 2, 3, 4])
+    with tracing(dtype=np.float32) as small_trace:
+        R.forward(p, cfg, [1, 2, 3, 4])
+    assert exact.names() == small_trace.names()
+    for name in exact.names():
+        want, got = exact[name], small_trace[name]
+        assert got.dtype == (bool if want.dtype == bool else np.float32), name
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=name)
+    assert small_trace.nbytes == _stored_bytes(small_trace) < 0.55 * exact.nbytes
+    with pytest.raises(ValueError, match="float64 or float32"):
+        with tracing(dtype=np.float16):
+            pass
 
 
 def test_head_dim_independent_of_d_model():

@@ -502,6 +502,19 @@ def test_json_is_strict():
     assert json.loads(text, parse_constant=_strict) == {"a": ["nan", "inf", "-inf", 1.5], "b": 2.0}
 
 
+def test_a_run_counts_the_bytes_its_trace_holds():
+    """The cache bounds what runs hold: each stored array once, and no recomputed step (the
+    scaled scores and probabilities a trace derives when read are neither counted nor made)."""
+    from glassformer.serve.runs import make_run
+
+    m = Registry([CHAR_LM]).load("char-lm")
+    run = make_run("char-lm", m, PROMPT)
+    stored = {id(s.data): s.data for s in run.trace.steps if s.data is not None}
+    assert run.nbytes == sum(a.nbytes for a in stored.values())
+    assert any(s.data is None for s in run.trace.steps)
+    assert run.nbytes < sum(run.trace[n].nbytes for n in run.trace.names())
+
+
 def test_the_run_cache_is_bounded_and_makes_a_run_once():
     class Sized:
         def __init__(self, n):

@@ -3,7 +3,9 @@ the same as zeroing that head's rows of Wv (and bias), and zero-ablating an FFN 
 zeroing its W2 (and bias): the weights are edited, the reference engine rerun, and the predicted
 tokens compared with what the command reports."""
 
+import html
 import json
+import re
 
 import numpy as np
 import pytest
@@ -115,3 +117,40 @@ def test_touch_refusals_are_one_line(capsys, models, model, argv, message):
     code, _, err = run(capsys, "explain", models / model, "the cat", *argv)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and message in lines[0], err
+
+
+# -- the HTML report ------------------------------------------------------------------------------
+
+
+def _section(page: str, name: str) -> str:
+    start = page.index(f'<section id="gf-{name}">')
+    return page[start : page.index("</section>", start)]
+
+
+def test_html_report_shows_the_ablated_run_beside_the_original(capsys, models, tmp_path):
+    """The page tells what the JSON tells: the same rows, the changed ones marked, both outputs."""
+    argv = ["explain", models / "seq", "the cat", "--ablate", "decoder.0.cross_attn",
+            "--ablate", "decoder.1.cross_attn"]  # fmt: skip
+    code, _, err = run(capsys, *argv, "--json", tmp_path / "a.json", "--html", tmp_path / "a.html")
+    assert code == 0, err
+    a = json.loads((tmp_path / "a.json").read_text())["interventions"]["ablation"]
+    page = _section((tmp_path / "a.html").read_text(encoding="utf-8"), "ablation")
+    rows = re.findall(r"<tr( class='changed')?><td>(\d+)</td>", page)
+    assert [int(p) for _, p in rows] == [r["position"] for r in a["positions"]]
+    assert [bool(c) for c, _ in rows] == [r["changed"] for r in a["positions"]]
+    changes = re.findall(r"<td title='([^']+)'>", page)  # each to 12 digits
+    assert changes == [f"{r['max_logit_change']:.12g}" for r in a["positions"]]
+    assert html.escape(a["text_ablated"]) in page and html.escape(a["text"]) in page
+    code, out, _ = run(capsys, "explain", models / "seq", "the cat", "--only", "logits")
+    assert a["text"] in out  # the original output is the one explain reports without ablation
+
+
+def test_html_report_draws_the_patching_table_as_a_heatmap(capsys, models, tmp_path):
+    argv = ["explain", models / "dec", "the cat", "--patch-from", "a dog s"]
+    code, _, err = run(capsys, *argv, "--json", tmp_path / "p.json", "--html", tmp_path / "p.html")
+    assert code == 0, err
+    table = json.loads((tmp_path / "p.json").read_text())["interventions"]["patching"]["tables"]
+    page = _section((tmp_path / "p.html").read_text(encoding="utf-8"), "patching")
+    cells = re.findall(r'<td style="background:#[0-9a-f]{6}"[^>]* title="([^"]+)"', page)
+    assert cells == [f"{v:.12g}" for row in table["self_attn"]["values"] for v in row]
+    assert all(f"<th>{r}</th>" in page for r in table["self_attn"]["rows"])

@@ -18,7 +18,7 @@ import numpy as np
 
 from glassformer import files, inference, loading, weights
 from glassformer.config import PRESETS
-from glassformer.errors import GlassformerError, Interrupted
+from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
 
 EXIT_USAGE = 2
 # The optional dependencies, each with the extra that installs it (pyproject.toml).
@@ -48,7 +48,7 @@ def run(args) -> int:
             raise
         print(
             f"glassformer: error: {args.command} needs {e.name.split('.')[0]}, which is not "
-            f"installed: pip install 'glassformer[{extra}]'",
+            f"installed: {install_hint(extra)}",
             file=sys.stderr,
         )
         return EXIT_USAGE
@@ -334,7 +334,7 @@ def need_torch(what: str, instead: str = "") -> None:
         import torch  # noqa: F401
     except ImportError:
         raise GlassformerError(
-            f"{what} needs PyTorch, which is not installed: pip install 'glassformer[torch]'"
+            f"{what} needs PyTorch, which is not installed: {INSTALL_TORCH}"
             + (f", or {instead}" if instead else "")
         ) from None
 

@@ -6,17 +6,20 @@ each predicted token, by integrated gradients or gradient x input). The work is
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from glassformer import reference as R
 from glassformer.cli.common import (
     bos,
+    check_report_outputs,
     encode,
     integer,
     load_model,
-    output_file,
     overwrite_arg,
     write_json,
+    write_text,
 )
 from glassformer.errors import GlassformerError
 from glassformer.tokenizer.display import display_kind, display_tokens
@@ -75,7 +78,41 @@ def _model_text_args(p) -> None:
         "--target", help="decoder text for an encoder-decoder (default: its greedy translation)"
     )
     p.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE ('-' stdout)")
+    p.add_argument(
+        "--html", metavar="FILE", help="write the result as a self-contained HTML page ('-' stdout)"
+    )
     overwrite_arg(p)
+    p.set_defaults(png=None)
+
+
+def _report(args, result: dict, page, text, what: str) -> None:
+    """What the options ask for: --json FILE, --html FILE (each '-' for stdout), else the text.
+    `page()` makes the HTML page, `text()` the printed report; `what` names the result."""
+    lines = []
+    if args.html:
+        html = page()
+        if args.html == "-":
+            print(html, end="")
+        else:
+            write_text(args.html, html)
+            lines.append(f"wrote {what} to {args.html}")
+    if args.json:
+        write_json(args.json, result)
+        if args.json != "-":
+            lines.append(f"wrote {what} to {args.json}")
+    if not (args.json or args.html):
+        print(text())
+        return
+    stream = sys.stderr if "-" in (args.json, args.html) else sys.stdout
+    for line in lines:
+        print(line, file=stream)
+
+
+def _meta(args, cfg) -> dict[str, str]:
+    meta = {"checkpoint": args.checkpoint, "input": args.text}
+    if args.target is not None:
+        meta["target"] = args.target
+    return meta | {"model": f"{cfg.arch}, d_model {cfg.d_model}, {cfg.n_heads} heads"}
 
 
 def _decoder_input(args, cfg, params, tok) -> tuple[list[int] | None, list[int]]:
@@ -111,7 +148,7 @@ def _token_id(tok, text: str, flag: str) -> int:
 def cmd_lens(args) -> int:
     from glassformer import lens
 
-    output_file(args.json, args.overwrite)
+    check_report_outputs(args)
     cfg, params, tok = load_model(args.checkpoint)
     src, ids = _decoder_input(args, cfg, params, tok)
     with tracing() as trace:
@@ -125,14 +162,21 @@ def cmd_lens(args) -> int:
         versus = _token_id(tok, args.versus, "--versus") if args.versus else None
         dla = lens.direct_logit_attribution(trace, params, cfg, token, versus, args.position)
         result["dla"] = dla.to_dict() | {"token": args.dla, "versus": args.versus}
-    if args.json:
-        write_json(args.json, result)
-        if args.json != "-":
-            print(f"wrote the logit lens of {len(table.points)} points to {args.json}")
-        return 0
-    print(_lens_text(table, words, display_tokens(tok.vocab, kind)))
-    if args.dla:
-        print(_dla_text(result["dla"]))
+    vocab = display_tokens(tok.vocab, kind)
+
+    def page() -> str:
+        from glassformer.explain import html_touch as H
+
+        sections = [("lens", "The logit lens", H.lens_section(result))]
+        if args.dla:
+            sections.append(("dla", "Direct logit attribution", H.dla_section(result["dla"])))
+        return H.probe_page(f"glassformer lens: “{args.text}”", _meta(args, cfg), sections)
+
+    def text() -> str:
+        parts = [_lens_text(table, words, vocab)]
+        return "\n".join(parts + ([_dla_text(result["dla"])] if args.dla else []))
+
+    _report(args, result, page, text, f"the logit lens of {len(table.points)} points")
     return 0
 
 
@@ -173,7 +217,7 @@ def cmd_attribute(args) -> int:
     from glassformer import attribution, decode
     from glassformer.torch_model import from_params, step_fn
 
-    output_file(args.json, args.overwrite)
+    check_report_outputs(args)
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch == "decoder":
         prompt = encode(tok, args.text, cfg, room=1)
@@ -196,12 +240,18 @@ def cmd_attribute(args) -> int:
     inputs = display_tokens(tok.tokens(shown), kind)
     predicted = display_tokens(tok.tokens(result.tokens), kind)
     out = {"input": inputs, "predicted": predicted} | result.to_dict()
-    if args.json:
-        write_json(args.json, out)
-        if args.json != "-":
-            print(f"wrote the attributions of {len(predicted)} tokens to {args.json}")
-        return 0
-    print(_attribution_text(result, inputs, predicted))
+
+    def page() -> str:
+        from glassformer.explain import html_touch as H
+
+        title = f"glassformer attribute: “{args.text}”"
+        body = H.attribution_section(out)
+        return H.probe_page(title, _meta(args, cfg), [("attribution", "Attribution", body)])
+
+    def text() -> str:
+        return _attribution_text(result, inputs, predicted)
+
+    _report(args, out, page, text, f"the attributions of {len(predicted)} tokens")
     return 0
 
 

@@ -216,7 +216,9 @@ def cmd_explain(args) -> int:
         params=params,
         generation=gen,
         token_kind=kind,
-        **{k: v for k, v in told.items() if k != "interventions"},
+        tokens=told["tokens"],
+        result=told["result"],
+        touched=told.get("interventions"),
     )
     shown = _only(_select(trace, layers, heads), args.only)
     readable = {k: display_tokens(v, kind) for k, v in shown.labels.items()}

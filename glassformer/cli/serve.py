@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from glassformer.cli.common import dtype_arg, engine_dtype, integer
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, install_hint
 
 
 def add_parsers(sub) -> None:
@@ -55,8 +55,7 @@ def cmd_serve(args) -> int:
         from glassformer.serve import Explorer, Registry, make_server
     except ImportError as e:
         raise GlassformerError(
-            f"serve needs the web server packages ({e.name} is missing): "
-            "pip install 'glassformer[serve]'"
+            f"serve needs the web server packages ({e.name} is missing): {install_hint('serve')}"
         ) from None
     for raw in args.models:
         if not Path(raw).is_dir():

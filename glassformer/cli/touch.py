@@ -95,6 +95,7 @@ def ablation(args, cfg, params, tok, src, ids, regenerate) -> dict:
         )
     out = {"ablated": args.ablate, "steps": sorted(fns), "positions": rows}
     if regenerate is not None:
+        out["text"] = regenerate()
         with intervene(fns):
             out["text_ablated"] = regenerate()
     return out

@@ -10,6 +10,8 @@ disk and loads nothing from anywhere. Its sections, each present when the trace 
     scaling     ÷√c vs ÷30 (`head1.A` vs `div30.head1.A`)
     attention   every attention map, tokens on both axes, a picker for site / layer / head
     generation  each decoding step's most likely next tokens
+    ablation    the run beside the same run with steps zeroed (`explain --ablate`)
+    patching    each head patched in from another run, as a layers x heads heatmap (--patch-from)
     steps       every step in order: name, equation, shape with its sizes, values
     result      what the model made of the input: the output text, a class, an embedding
 
@@ -20,25 +22,22 @@ index ([0], [0, 1], ...); larger ones are heatmaps that the script draws from th
 token labels stay in view, the value under the mouse in a tooltip. Scores that a mask sets to −∞
 are shown masked. Heads are counted from 0 everywhere (`select.HeadNumbers`). Token labels are
 shown readable (`tokenizer.display`: whitespace visible, byte-level pieces decoded). The page
-stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a visible
-note.
+stays under `max_bytes`: the largest heatmaps are downsampled, then dropped, each with a note.
 
 This module assembles the page. The style and the script are real files, `assets/report.css`,
 `assets/heatmap.js` (the drawing, shared with the live explorer) and `assets/report.js`, read as
 package data and inlined; the steps come from `select.py`; tables, heatmap data, plots and
-decoding steps are `html_pieces.py`'s. The live explorer (`glassformer.serve`) serves the same
-files and renders its step cards and attention maps with `step_renderer` (this page's cards,
-one at a time). It computes nothing about the model (ranking the top tokens and downsampling for
-display aside), prints nothing and writes no files.
+decoding steps are `html_pieces.py`'s, the ablation and patching sections `html_touch.py`'s. The
+live explorer (`glassformer.serve`) serves the same files and renders its step cards and
+attention maps with `step_renderer` (this page's cards, one at a time). It computes nothing about
+the model (but ranking top tokens and downsampling for display), prints nothing, writes no files.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import re
-from importlib import resources
 
 import numpy as np
 
@@ -47,6 +46,7 @@ from glassformer.explain.html_pieces import (
     LEGEND,
     SHRUNK_SIDE,
     as_matrix,
+    asset,
     color_scale,
     decode_step,
     dims,
@@ -60,6 +60,7 @@ from glassformer.explain.html_pieces import (
     token_chips,
     tokens_table,
 )
+from glassformer.explain.html_touch import ablation_section, patching_section
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
 from glassformer.tokenizer.display import display_token
 from glassformer.trace import Step, Trace
@@ -67,17 +68,12 @@ from glassformer.trace import Step, Trace
 MAX_BYTES = 20_000_000  # the bound on a report's size
 SMALL = 12  # matrices up to SMALL x SMALL are tables, larger ones heatmaps
 ARTICLE_HEADS = "the article's heads"  # the picker's name for the heads outside any site
+DRAW_TOUCHED = {"ablation": ablation_section, "patching": patching_section}
 
 # Steps shown with the weights that made them: Z with W_O, LayerNorm's output with γ and β.
 _WEIGHTED = re.compile(r"(encoder|decoder)\.(?:(\d+)\.)?(self_attn\.Z|cross_attn\.Z|norm\d*\.out)$")
 # The story shows these side by side, three to a row: Wq Wk Wv over Q K V.
 _PROJECTIONS = ("WQ", "WK", "WV", "Q", "K", "V", "W_query", "W_key", "W_value")
-
-
-@functools.cache
-def asset(name: str) -> str:
-    """The text of a front-end file shipped in the package (`assets/report.css`, `.js`)."""
-    return (resources.files("glassformer.explain") / "assets" / name).read_text(encoding="utf-8")
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -97,6 +93,7 @@ def render_html(
     token_kind: str | None = None,
     tokens: dict[str, dict] | None = None,
     result: dict | None = None,
+    touched: dict | None = None,
 ) -> str:
     """The trace as one self-contained HTML document of at most `max_bytes` bytes.
 
@@ -106,13 +103,14 @@ def render_html(
     layers, heads: show only these blocks and heads of the model; token_kind: the tokenizer's
     kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
     visible only); tokens: {stack: {"what", "ids", "pieces"}}, how the input was split, shown
-    first; result: {"summary", ...}, what the model made of it, shown last.
+    first; result: {"summary", ...}, what the model made of it, shown last; touched:
+    {"ablation", "patching"} as `cli/touch.py` makes them (`html_touch.py` draws them).
     """
     steps = select_steps(trace, layers, heads)
     shrink: dict[str, str] = {}
     for _ in range(3):
         page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
-        told = {"tokens": tokens, "result": result}
+        told = {"tokens": tokens, "result": result, "touched": touched or {}}
         doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads), told)
         size = len(doc.encode("utf-8"))
         if size <= max_bytes:
@@ -185,7 +183,7 @@ class _Page:
         self.masks = {
             s.name[: -len(".mask")]: np.asarray(s.values, bool)
             for s in trace.steps
-            if s.name.endswith(".mask") and s.values.ndim == 2
+            if s.name.endswith(".mask") and len(s.shape) == 2
         }
 
     def readable(self, pieces):
@@ -203,6 +201,7 @@ class _Page:
     def document(self, steps, title, meta, generation, selection, told) -> str:
         tokens = told.get("tokens") or {}
         result = told.get("result")
+        touch = {k: DRAW_TOUCHED[k](v) for k, v in told["touched"].items()}
         sections = [
             ("tokens", "The input, as tokens", self.tokens(tokens)),
             ("story", "The story", self.story(steps)),
@@ -210,6 +209,8 @@ class _Page:
             ("scaling", "÷√c or ÷30: how scaling shapes attention", self.scaling(steps)),
             ("attention", "Attention maps", self.attention_section(steps)),
             ("generation", "Generation, step by step", self.generation(steps, generation)),
+            ("ablation", "Switched off: the ablated run", touch.get("ablation", "")),
+            ("patching", "Activation patching, head by head", touch.get("patching", "")),
             ("steps", "Every step, following the data", self.every_step(steps)),
             ("result", "The result", result_html(result) if result else ""),
         ]
@@ -318,7 +319,7 @@ class _Page:
         """The trace's axis labels; top-level logits and probs get the decoder's tokens as rows
         and the vocabulary as columns."""
         rows, cols = map(self.readable, self.trace.axis_labels(s))
-        if s.name.rsplit(".", 1)[-1] in ("logits", "probs") and s.values.ndim == 2:
+        if s.name.rsplit(".", 1)[-1] in ("logits", "probs") and len(s.shape) == 2:
             words = self.readable(self.trace.labels.get("decoder"))
             rows = rows or (words if words and len(words) == s.shape[0] else None)
             cols = cols or (self.vocab if self.vocab and len(self.vocab) == s.shape[1] else None)

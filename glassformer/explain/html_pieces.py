@@ -9,7 +9,9 @@ and `rgb` in `assets/report.js` are the same colour scale.
 from __future__ import annotations
 
 import base64
+import functools
 import html
+from importlib import resources
 
 import numpy as np
 
@@ -31,6 +33,12 @@ SYMBOLS = {
 LEGEND = "T tokens, S encoder tokens, C d_model, H heads, D head dim, F d_ff, V vocabulary"
 
 
+@functools.cache
+def asset(name: str) -> str:
+    """The text of a front-end file shipped in the package (`assets/report.css`, `.js`)."""
+    return (resources.files("glassformer.explain") / "assets" / name).read_text(encoding="utf-8")
+
+
 def esc(text) -> str:
     return html.escape(str(text), quote=True)
 
@@ -49,7 +57,7 @@ def shape_text(s: Step) -> str:
     if "cross_attn" in parts:
         symbols = {"K": "S×D", "V": "S×D"}.get(parts[-1], symbols.replace("T×T", "T×S"))
     n = len(symbols.split("×")) if symbols else -1
-    sym = f" ({symbols.replace('×', ' × ')})" if n == s.values.ndim else ""
+    sym = f" ({symbols.replace('×', ' × ')})" if n == len(s.shape) else ""
     return f"shape {dims(s.shape)}{sym}"
 
 
@@ -63,9 +71,11 @@ def rgb(t: float, seq: bool) -> tuple[int, int, int]:
     return tuple(round(255 + (c - 255) * a) for c in end)
 
 
-def table(values, rows=None, cols=None, masked=None) -> str:
+def table(values, rows=None, cols=None, masked=None, signed: bool = False, scale=None) -> str:
     """A labelled numeric table; cells tinted by value, the exact value in each title. `masked`
-    (bool, the shape of `values`) marks scores that the mask set to −∞ before the softmax."""
+    (bool, the shape of `values`) marks scores that the mask set to −∞ before the softmax;
+    `signed`: red above 0 and blue below even when no value is negative; `scale`: the |value|
+    of the darkest tint (default: the table's largest), to compare tables by colour."""
     v = np.asarray(values)
     if v.ndim == 0:
         v, rows, cols = v.reshape(1, 1), None, None
@@ -77,8 +87,10 @@ def table(values, rows=None, cols=None, masked=None) -> str:
     )
     shown = f[~hidden]
     finite = np.abs(shown[np.isfinite(shown)])
-    scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+    if scale is None:
+        scale = float(finite.max()) if finite.size and finite.max() > 0 else 1.0
     seq = bool(finite.size) and bool(np.nanmin(np.where(np.isinf(shown), 0, shown)) >= 0)
+    seq = seq and not signed
     head = ""
     if cols is not None:
         corner = "<th></th>" if rows is not None else ""

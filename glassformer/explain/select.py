@@ -130,7 +130,7 @@ def attention_maps(steps: list[Step]) -> list[AttentionMap]:
     maps = []
     for s in steps:
         parts = s.name.split(".")
-        if parts[-1] != "A" or s.values.ndim != 2:
+        if parts[-1] != "A" or len(s.shape) != 2:
             continue
         site = [
             p

@@ -229,7 +229,7 @@ class Explorer:
         """One attention map as a figure (tokens on both axes), with what clicking a cell needs."""
         m, run = self.run(body)
         s = self._step(run, body)
-        if s.values.ndim != 2:
+        if len(s.shape) != 2:
             raise RequestError(400, f"{s.name} is not a matrix")
         page = self._renderer(m, run)
         rows, cols = page.labels(s)
@@ -282,7 +282,7 @@ class Explorer:
         q, k = Q[i], K[j]
         prod = q * k
         page = self._renderer(m, run)
-        rows, cols = page.labels(s) if s.values.ndim == 2 else (None, None)
+        rows, cols = page.labels(s) if len(s.shape) == 2 else (None, None)
         out = {
             "name": prefix, "i": i, "j": j, "q": q, "k": k, "product": prod,
             "sum": float(prod.sum()), "D": int(q.size),

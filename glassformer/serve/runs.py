@@ -92,7 +92,7 @@ def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) 
     else:
         run = _model_run(model_id, m, text, ids, target)
     run.elapsed_ms = (time.perf_counter() - start) * 1000
-    run.nbytes = sum(s.values.nbytes for s in run.trace.steps)
+    run.nbytes = run.trace.nbytes  # what it holds: derived steps are recomputed, not kept
     return run
 
 

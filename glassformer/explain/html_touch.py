@@ -1,0 +1,159 @@
+"""The report sections of touching a model, and the page of a probe.
+
+    ablation     the run beside the same run with steps zeroed: per position the token predicted
+                 with and without, how far the logits moved, the output generated again
+    patching     the activation-patching sweep: a layers x heads heatmap per attention kind
+    lens         the logit lens: the top tokens each layer would predict, per position
+    dla          each head's direct share of one logit
+    attribution  the input tokens coloured by their share of each predicted token's logit
+
+Each function takes the dict that the command line also writes as JSON (`cli/touch.py`,
+`cli/probe.py`) and returns an HTML fragment; `probe_page` wraps fragments into one
+self-contained page (the report's style, no script, nothing loaded from anywhere) for `lens` and
+`attribute`. Display only: every number was computed by `glassformer.interventions`, `.lens` or
+`.attribution`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from glassformer.explain.html_pieces import asset, esc, rgb, table
+
+
+def ablation_section(a: dict) -> str:
+    """Per position: the token after which the model predicts, its prediction without and with
+    the ablation, and the largest change of any logit; changed predictions stand out."""
+    steps = ", ".join(a["ablated"])
+    out = [
+        f"<p>The same tokens again with <b>{esc(steps)}</b> zeroed ({len(a['steps'])} steps of "
+        "the trace), beside the original run. A row in red predicts another token.</p>"
+    ]
+    rows = [
+        "<tr><th>position</th><th>after</th><th>predicts</th><th>with the ablation</th>"
+        "<th>logits move by up to</th></tr>"
+    ]
+    for r in a["positions"]:
+        cls = " class='changed'" if r["changed"] else ""
+        rows.append(
+            f"<tr{cls}><td>{r['position']}</td><td><span class='tok'>{esc(r['after_token'])}"
+            f"</span></td><td><span class='tok'>{esc(r['predicted'])}</span></td>"
+            f"<td><span class='tok'>{esc(r['predicted_ablated'])}</span></td>"
+            f"<td title='{r['max_logit_change']:.12g}'>{r['max_logit_change']:.3f}</td></tr>"
+        )
+    out.append(f"<table class='touch'>{''.join(rows)}</table>")
+    if "text_ablated" in a:
+        before = f"<dd>{esc(a['text'])}</dd>" if "text" in a else ""
+        out.append(
+            "<dl class='outputs'>"
+            + (f"<div><dt>output</dt>{before}</div>" if before else "")
+            + f"<div><dt>with the ablation</dt><dd>{esc(a['text_ablated'])}</dd></div></dl>"
+        )
+    return "".join(out)
+
+
+def patching_section(p: dict) -> str:
+    """Each head patched from the clean run into this one: the share of the logit difference it
+    restores, as a layers x heads heatmap per attention kind (0: no effect, 1: all of it)."""
+    out = [
+        f"<p>Each head's output patched in from the run on <b>“{esc(p['clean'])}”</b> (clean) "
+        f"into this run, one head at a time. At position {p['position']} (after "
+        f"<span class='tok'>{esc(p['after_token'])}</span>) the metric is {esc(p['metric'])}; "
+        "a cell is (patched − this run) / (clean − this run): 0 = no effect, 1 = the clean "
+        "value restored; red above 0, blue below, one tint for one value in every table.</p>"
+    ]
+    values = {kind: np.asarray(t["values"], dtype=np.float64) for kind, t in p["tables"].items()}
+    top = max(float(np.abs(v).max()) for v in values.values()) or 1.0  # one scale for all kinds
+    for kind, t in p["tables"].items():
+        grid = table(values[kind], t["rows"], t["cols"], signed=True, scale=top)
+        out.append(f"<h3>{esc(kind)}</h3>{grid}")
+    return "".join(out)
+
+
+def lens_section(result: dict) -> str:
+    """Rows: the residual streams from the embeddings up; columns: positions. A cell: the token
+    that stream would predict next there, tinted by its probability, the top k in its title."""
+    lens, words = result["lens"], result["input"]
+    probs, tops = np.asarray(lens["top_probs"]), lens["top_tokens"]
+    head = "<tr><th></th>" + "".join(f"<th>{esc(w)}</th>" for w in words) + "</tr>"
+    rows = []
+    for r, label in enumerate(lens["labels"]):
+        cells = []
+        for t in range(len(words)):
+            p = float(probs[r, t, 0])
+            red, green, blue = rgb(p, True)
+            dark = " class='dark'" if p > 0.55 else ""
+            title = ", ".join(f"{w} {q:.3f}" for w, q in zip(tops[r][t], probs[r, t], strict=True))
+            cells.append(
+                f"<td style='background:#{red:02x}{green:02x}{blue:02x}'{dark} "
+                f"title='{esc(title)}'>{esc(tops[r][t][0])}<small> {p:.2f}</small></td>"
+            )
+        rows.append(f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>")
+    intro = (
+        "<p>Each layer's residual stream read through the final LayerNorm and the output head: "
+        "the token it would predict after each input token, with its probability (the top "
+        f"{probs.shape[2]} under the mouse). The last row is the model's own prediction.</p>"
+    )
+    return intro + f"<table class='mat lens'>{head}{''.join(rows)}</table>"
+
+
+def dla_section(d: dict) -> str:
+    what = esc(d["token"]) + (f" minus {esc(d['versus'])}" if d.get("versus") else "")
+    parts = table(np.asarray(d["heads"]), d["rows"], d["cols"], signed=True)
+    other = [[v] for v in d["other"].values()]
+    other = table(np.asarray(other), list(d["other"]), ["share"], signed=True)
+    return (
+        f"<p>Direct logit attribution of <b>{what}</b> at position {d['position']}: each head's "
+        f"output (and every other part of the residual stream) through the final LayerNorm with "
+        f"its scale frozen at {d['scale']:.4g}. The parts sum to {d['total']:.6f}; the model's "
+        f"logit is {d['logit']:.6f}.</p><h3>The heads</h3>{parts}<h3>Every other part</h3>{other}"
+    )
+
+
+def attribution_section(result: dict) -> str:
+    """One row per predicted token: the input tokens tinted by their share of its logit (red
+    for, blue against, each row on its own scale), the exact value in each title."""
+    words, scores = result["input"], np.asarray(result["scores"])[:, : len(result["input"])]
+    method = result["method"].replace("_", " ")
+    rows = []
+    for i, word in enumerate(result["predicted"]):
+        scale = float(np.abs(scores[i]).max()) or 1.0
+        chips = []
+        for w, s in zip(words, scores[i], strict=True):
+            red, green, blue = rgb(float(s) / scale, False)
+            dark = " dark" if abs(s) / scale > 0.55 else ""
+            chips.append(
+                f"<span class='tok{dark}' style='background:#{red:02x}{green:02x}{blue:02x}' "
+                f"title='{s:.12g}'>{esc(w)}</span>"
+            )
+        check = ""
+        if result.get("completeness") is not None:
+            change = result["f"][i] - result["f_baseline"][i]
+            check = (
+                f"<small>sum {scores[i].sum():.4f} = f(x) − f(0) {change:.4f} "
+                f"(error {result['completeness'][i]:.1e})</small>"
+            )
+        rows.append(
+            f"<div class='attr'><span class='to'>→ <span class='tok'>{esc(word)}</span></span>"
+            f"<span class='tokens'>{''.join(chips)}</span>{check}</div>"
+        )
+    intro = (
+        f"<p>{esc(method)}: how much each input token contributes to each predicted token's "
+        "logit (red for, blue against; each row on its own scale, the value under the mouse)."
+        "</p>"
+    )
+    return intro + "".join(rows)
+
+
+def probe_page(title: str, meta: dict[str, str], sections: list[tuple[str, str, str]]) -> str:
+    """A self-contained page of (id, heading, html) sections with the report's style."""
+    lines = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in meta.items())
+    nav = " ".join(f'<a href="#gf-{i}">{esc(h)}</a>' for i, h, _ in sections)
+    body = "".join(f'<section id="gf-{i}"><h2>{esc(h)}</h2>{b}</section>' for i, h, b in sections)
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>\n{asset('report.css')}</style></head>\n"
+        f'<body><div class="gf"><header><h1>{esc(title)}</h1><dl class="meta">{lines}</dl>'
+        f"<nav>{nav}</nav></header>{body}</div></body></html>\n"
+    )
