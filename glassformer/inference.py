@@ -350,21 +350,23 @@ def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarra
     engine in float32, batched with padding."""
     if engine == "reference":
         return np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
+    torch = _torch_or_reference()
+    from glassformer.torch_model import from_params, sentence_embeddings
+
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    with torch.no_grad():
+        return sentence_embeddings(model, *_padded(ids, 0, "cpu")).double().numpy()
+
+
+def _torch_or_reference():
+    """torch, or one line saying how to get it or to use the reference engine instead."""
     try:
         import torch
     except ImportError:
         raise GlassformerError(
             f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
         ) from None
-
-    from glassformer.torch_model import from_params, sentence_embeddings
-
-    model = from_params(cfg, params, dtype=torch.float32).eval()
-    T = max(len(x) for x in ids)
-    batch = torch.tensor([x + [0] * (T - len(x)) for x in ids])
-    valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in ids])
-    with torch.no_grad():
-        return sentence_embeddings(model, batch, valid).double().numpy()
+    return torch
 
 
 def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64):
@@ -378,22 +380,14 @@ def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto",
             engine = "reference"
     if engine == "reference":
         return np.stack([R.softmax(R.classify(params, cfg, x)) for x in ids])  # (N, n_classes)
-    try:
-        import torch
-    except ImportError:
-        raise GlassformerError(
-            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
-        ) from None
+    torch = _torch_or_reference()
     from glassformer.torch_model import from_params
 
     model = from_params(cfg, params, dtype=torch.float32).eval()
     out = []
     with torch.no_grad():
         for i in range(0, len(ids), batch_size):
-            part = ids[i : i + batch_size]
-            T = max(len(x) for x in part)
-            batch = torch.tensor([x + [0] * (T - len(x)) for x in part])
-            valid = torch.tensor([[True] * len(x) + [False] * (T - len(x)) for x in part])
+            batch, valid = _padded(ids[i : i + batch_size], 0, "cpu")
             out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
     return R.softmax(np.concatenate(out))
 

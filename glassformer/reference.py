@@ -36,9 +36,10 @@ def softmax(x: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
     exp(x) / Σ exp(x), which overflows to NaN for large scores: kept to show why.
     """
     x = np.asarray(x, dtype=np.float64)
-    if naive:
-        e = np.exp(x)
-        return e / e.sum(axis=axis, keepdims=True)
+    if naive:  # its overflow (inf / inf = NaN) is the lesson, not a fault to warn about
+        with np.errstate(over="ignore", invalid="ignore"):
+            e = np.exp(x)
+            return e / e.sum(axis=axis, keepdims=True)
     m = np.max(x, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(x - m)
