@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))  # time this checkout's glassformer, not an instal
 from glassformer import decode, weights  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
 from glassformer.inference import translate  # noqa: E402
-from glassformer.torch_model import from_params, many_step_fn, step_fn  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
 

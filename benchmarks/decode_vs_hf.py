@@ -16,7 +16,8 @@ from _harness import alternate, report
 
 from glassformer import hf
 from glassformer.decode import greedy
-from glassformer.torch_model import from_params, step_fn
+from glassformer.torch_model import from_params
+from glassformer.torch_steps import step_fn
 
 
 def main() -> None:

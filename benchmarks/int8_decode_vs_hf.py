@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 from glassformer import hf  # noqa: E402
 from glassformer.decode import greedy  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
-from glassformer.torch_model import step_fn  # noqa: E402
+from glassformer.torch_steps import step_fn  # noqa: E402
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:

@@ -52,13 +52,13 @@ def step_function(engine: str, cfg, params, src, window: bool = False, dtype: st
     """
     if engine in ("auto", "torch"):
         try:
-            from glassformer import torch_model
+            from glassformer import torch_steps
         except ImportError:
             if engine == "torch":
                 raise GlassformerError(f"--engine torch needs PyTorch: {INSTALL_TORCH}") from None
         else:
             model = torch_engine(cfg, params, dtype)
-            return torch_model.step_fn(model, src, window=window)
+            return torch_steps.step_fn(model, src, window=window)
     return R.next_token_logits(params, cfg, src, window=window)
 
 
@@ -217,7 +217,7 @@ def greedy_prompts(
     and each row's positions count from its own first token (`KVCache.pad_left`), so every row
     computes what it would alone. Each step feeds every row its last token; a finished row's
     outputs are ignored until all are done. Past max_len (window True) each row reads only its
-    last max_len ids, recomputed every step as `torch_model.step_fn` does.
+    last max_len ids, recomputed every step as `torch_steps.step_fn` does.
     """
     import torch
 

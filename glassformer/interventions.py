@@ -25,8 +25,8 @@ An input is a decoder's ids, or `(src_ids, ids)` for an encoder-decoder. Ablatin
 without given values means the mean over this run's positions (so it mixes later positions into
 earlier ones in a decoder); `mean_of(traces, name)` gives a mean over the runs of a data set.
 The `probs` step is computed after the logits: replacing it changes only the trace. Intervene
-on full forward passes: with the PyTorch engine's KV cache (`step_fn`) a function sees only the
-new positions, and replaced K or V are not what the cache keeps.
+on full forward passes: with the PyTorch engine's KV cache (`torch_steps.step_fn`) a function
+sees only the new positions, and replaced K or V are not what the cache keeps.
 
 Deliberately not here: the logit lens and direct logit attribution (`lens.py`), gradients
 (`attribution.py`), printing and reading user text (the CLI). Only the engines' public forward

@@ -9,8 +9,9 @@ softmax(QKᵀ/√D)·V path runs and records Q, K, V, scores, A and C per head u
 engine's names (for the first sequence of the batch); inside `trace.intervene` the same path
 runs and each tap's returned (possibly replaced, batched) tensor is the one computed on.
 
-Deliberately not here: decoding loops (`decode.py`; batched greedy translation in
-`inference.py`), checkpoint files (`weights.py`), training.
+Deliberately not here: decoding loops (`decode.py`; the step functions that bind this engine to
+them, `torch_steps.py`; batched greedy translation in `inference.py`), checkpoint files
+(`weights.py`), training.
 This module never imports the reference engine; their contract is the parity test.
 
 Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim
@@ -20,7 +21,6 @@ Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D h
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -524,77 +524,10 @@ def set_explicit(model: nn.Module, explicit: bool = True) -> None:
             m.explicit = explicit
 
 
-def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bool = False):
-    """A `decode` step function over one sequence: ids so far -> next-token logits (V,) float64.
+def __getattr__(name: str):
+    """`step_fn` and `many_step_fn` live in `torch_steps`; importing them from here still works."""
+    if name in ("step_fn", "many_step_fn"):
+        from glassformer import torch_steps
 
-    With the cache, a call whose ids extend a sequence seen at the previous length runs only the
-    new token on a copy of that sequence's cache (beam hypotheses share their parents' caches;
-    cached tensors are never modified in place). Otherwise the whole prefix is computed.
-    window: past max_len ids, only the last max_len are read, at positions 0 .. max_len-1 (a
-    sliding window); as every position then moves at each step, no cached key or value holds:
-    the window is computed afresh (the stale caches dropped).
-    """
-    device = next(model.parameters()).device
-    src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
-    caches: dict[tuple[int, ...], KVCache] = {}
-    L = model.cfg.max_len
-
-    @torch.no_grad()
-    def step(ids: list[int]):
-        ids = [int(i) for i in ids]
-        slid = window and len(ids) > L
-        if slid:
-            caches.clear()
-            ids = ids[-L:]
-        if not use_cache or slid:
-            logits = model(torch.as_tensor([ids], device=device), src_ids=src, last_only=True)
-            return logits[0, -1].to(torch.float64).cpu().numpy()
-        parent = caches.get(tuple(ids[:-1]))
-        if parent is not None:
-            cache, new = _copy_cache(parent), ids[-1:]
-        else:
-            cache, new = KVCache.empty(model.cfg.n_decoder_layers), ids
-        logits = model(
-            torch.as_tensor([new], device=device), src_ids=src, cache=cache, last_only=True
-        )
-        for key in [k for k in caches if len(k) < len(ids) - 1]:
-            del caches[key]
-        caches[tuple(ids)] = cache
-        return logits[0, -1].to(torch.float64).cpu().numpy()
-
-    return step
-
-
-def _copy_cache(cache: KVCache) -> KVCache:
-    """A cache that can grow independently (list copies; the tensors themselves are shared)."""
-    lists = {k: list(getattr(cache, k)) for k in ("self_k", "self_v", "cross_k", "cross_v")}
-    return dataclasses.replace(cache, **lists)
-
-
-def many_step_fn(model: Transformer, src_ids=None):
-    """A batched step function for beam search: equal-length id lists -> (n, V) float64 logits,
-    one forward for all hypotheses (the encoder output is computed once and reused)."""
-    device = next(model.parameters()).device
-    src = None if src_ids is None else torch.as_tensor([list(src_ids)], device=device)
-    memory: dict = {}
-
-    @torch.no_grad()
-    def step_many(batch: list[list[int]]):
-        ids = torch.as_tensor(batch, device=device)  # (n, T)
-        cache = None
-        if src is not None:
-            if "cache" not in memory:  # run the encoder once
-                memory["cache"] = KVCache.empty(model.cfg.n_decoder_layers)
-                model(ids[:1, :1], src_ids=src, cache=memory["cache"])
-            enc = memory["cache"]
-            cache = KVCache.empty(model.cfg.n_decoder_layers)
-            cache.memory = enc.memory.expand(len(batch), -1, -1)
-        logits = model(
-            ids,
-            src_ids=None if src is None else src.expand(len(batch), -1),
-            cache=cache,
-            last_only=True,
-        )
-        return logits[:, -1].to(torch.float64).cpu().numpy()
-
-    return step_many
+        return getattr(torch_steps, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,8 @@ from glassformer import decode  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.inference import greedy_prompts  # noqa: E402
-from glassformer.torch_model import Transformer, step_fn  # noqa: E402
+from glassformer.torch_model import Transformer  # noqa: E402
+from glassformer.torch_steps import step_fn  # noqa: E402
 
 
 def decoder(positions: str) -> Transformer:

@@ -16,7 +16,8 @@ from glassformer.config import Config  # noqa: E402
 from glassformer.decode import beam_search, greedy, sample  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.inference import step_function  # noqa: E402
-from glassformer.torch_model import from_params, step_fn  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import step_fn  # noqa: E402
 
 TOL = 1e-10
 L = 6  # max_len: short, so that every test slides far past it

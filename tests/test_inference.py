@@ -20,7 +20,8 @@ from glassformer.inference import (  # noqa: E402
     translate_iter,
 )
 from glassformer.tokenizer import WordTokenizer  # noqa: E402
-from glassformer.torch_model import from_params, many_step_fn, step_fn  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 
 PAD, BOS, EOS = 0, 1, 14
 LIMITS = [(12, 16), (20, 9)]  # (max_new_tokens, max_len): the first binds, or the second

@@ -17,7 +17,8 @@ from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.quantize import Int8Linear, check_int8, int8, quantize_weight  # noqa: E402
-from glassformer.torch_model import Transformer, step_fn  # noqa: E402
+from glassformer.torch_model import Transformer  # noqa: E402
+from glassformer.torch_steps import step_fn  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "models"

@@ -36,7 +36,8 @@ from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
 from glassformer.serve.api import dumps  # noqa: E402
 from glassformer.serve.sessions import RunCache  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
-from glassformer.torch_model import from_params, many_step_fn, step_fn  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

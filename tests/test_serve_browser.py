@@ -32,7 +32,8 @@ from glassformer import decode, loading  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
-from glassformer.torch_model import from_params, many_step_fn, step_fn  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,8 +15,8 @@ from glassformer.torch_model import (  # noqa: E402
     MultiHeadAttention,
     Transformer,
     from_params,
-    step_fn,
 )
+from glassformer.torch_steps import step_fn  # noqa: E402
 
 BASE = dict(vocab_size=17, d_model=16, n_heads=4, d_ff=32, max_len=24)
 DEC = Config(
@@ -199,7 +199,7 @@ def test_kv_cache_with_padding_equals_uncached():
 
 @pytest.mark.parametrize("cfg", [DEC, ENCDEC], ids=["decoder", "encoder-decoder"])
 def test_batched_beam_scoring_equals_one_at_a_time(cfg):
-    from glassformer.torch_model import many_step_fn
+    from glassformer.torch_steps import many_step_fn
 
     model = model_of(cfg)
     src = [3, 4, 5] if cfg.arch == "encoder-decoder" else None
@@ -226,3 +226,13 @@ def test_a_fully_masked_input_pools_to_zeros_in_both_engines():
     ref = R.classify(p, cfg, [5, 6, 7], valid=np.zeros(3, bool))
     np.testing.assert_array_equal(logits[0].numpy(), p["classifier.bias"])
     np.testing.assert_array_equal(ref, p["classifier.bias"])
+
+
+def test_step_functions_are_still_importable_from_torch_model():
+    """They moved to torch_steps; the old import path gives the same functions."""
+    from glassformer import torch_model, torch_steps
+
+    assert torch_model.step_fn is torch_steps.step_fn
+    assert torch_model.many_step_fn is torch_steps.many_step_fn
+    with pytest.raises(AttributeError):
+        torch_model.no_such_name  # noqa: B018

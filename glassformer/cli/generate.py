@@ -181,7 +181,7 @@ def _lines_one_by_one(args, model, cfg, params, tok, inputs: dict) -> dict:
     for i, ids in inputs.items():
         src, prompt = (ids, bos(tok)) if cfg.arch == "encoder-decoder" else (None, ids)
         if model is not None:
-            from glassformer.torch_model import step_fn
+            from glassformer.torch_steps import step_fn
 
             step = step_fn(model, src, window=window)
         else:

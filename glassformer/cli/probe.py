@@ -215,7 +215,8 @@ def cmd_attribute(args) -> int:
     import torch
 
     from glassformer import attribution, decode
-    from glassformer.torch_model import from_params, step_fn
+    from glassformer.torch_model import from_params
+    from glassformer.torch_steps import step_fn
 
     check_report_outputs(args)
     cfg, params, tok = load_model(args.checkpoint)

@@ -88,7 +88,7 @@ def _many_step(m: Model, src):
     model = m.decoding_model()
     if model is None:
         return None
-    from glassformer.torch_model import many_step_fn
+    from glassformer.torch_steps import many_step_fn
 
     return many_step_fn(model, src)
 

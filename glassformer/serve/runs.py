@@ -71,7 +71,7 @@ def step_function(m: Model, src: list[int] | None):
     --dtype` says otherwise) when installed, else the reference engine."""
     model = m.decoding_model()
     if model is not None:
-        from glassformer.torch_model import step_fn
+        from glassformer.torch_steps import step_fn
 
         return step_fn(model, src)
     return R.next_token_logits(m.params, m.cfg, src)
