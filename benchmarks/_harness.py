@@ -47,3 +47,18 @@ def report(
     ratio = med[ours] / med[peer]
     print(f"  time ratio {ours} / {peer} = {ratio:.3f}")
     return ratio
+
+
+def random_gpt2(small: bool = False):
+    """(peer, cfg, params): Hugging Face GPT-2 with random weights (seed 0; GPT-2-small's size,
+    124M, or 2 layers if `small`) in fp32, eval mode, and the same weights as glassformer's."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from glassformer import hf
+
+    hf_cfg = GPT2Config(n_layer=2) if small else GPT2Config()
+    torch.manual_seed(0)
+    peer = GPT2LMHeadModel(hf_cfg).eval()
+    cfg = hf.gpt2_config(hf_cfg)
+    return peer, cfg, hf.gpt2_to_glassformer(dict(peer.state_dict()), cfg)

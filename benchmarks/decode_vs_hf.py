@@ -12,9 +12,8 @@ import argparse
 import warnings
 
 import torch
-from _harness import alternate, report
+from _harness import alternate, random_gpt2, report
 
-from glassformer import hf
 from glassformer.decode import greedy
 from glassformer.torch_model import from_params
 from glassformer.torch_steps import step_fn
@@ -29,13 +28,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    hf_cfg = GPT2Config(n_layer=2) if args.small else GPT2Config()
-    torch.manual_seed(0)
-    peer = GPT2LMHeadModel(hf_cfg).eval()
-    cfg = hf.gpt2_config(hf_cfg)
-    params = hf.gpt2_to_glassformer({k: v for k, v in peer.state_dict().items()}, cfg)
+    peer, cfg, params = random_gpt2(args.small)
     ours = from_params(cfg, params, dtype=torch.float32).eval()
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
     n = args.new_tokens

@@ -17,11 +17,10 @@ import warnings
 from pathlib import Path
 
 import torch
-from _harness import alternate
+from _harness import alternate, random_gpt2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
-from glassformer import hf  # noqa: E402
 from glassformer.inference import greedy_prompts, torch_engine  # noqa: E402
 
 
@@ -36,13 +35,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    hf_cfg = GPT2Config(n_layer=2) if args.small else GPT2Config()
-    torch.manual_seed(0)
-    peer = GPT2LMHeadModel(hf_cfg).eval()
-    cfg = hf.gpt2_config(hf_cfg)
-    params = hf.gpt2_to_glassformer({k: v for k, v in peer.state_dict().items()}, cfg)
+    peer, cfg, params = random_gpt2(args.small)
     models = {"glassformer fp32": torch_engine(cfg, params, "float32")}
     if args.int8:
         models["glassformer int8"] = torch_engine(cfg, params, "int8")

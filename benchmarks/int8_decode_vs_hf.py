@@ -20,11 +20,10 @@ import warnings
 from pathlib import Path
 
 import torch
-from _harness import alternate, report
+from _harness import alternate, random_gpt2, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
-from glassformer import hf  # noqa: E402
 from glassformer.decode import greedy  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
@@ -46,13 +45,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    hf_cfg = GPT2Config(n_layer=2) if args.small else GPT2Config()
-    torch.manual_seed(0)
-    peer = GPT2LMHeadModel(hf_cfg).eval()
-    cfg = hf.gpt2_config(hf_cfg)
-    params = hf.gpt2_to_glassformer({k: v for k, v in peer.state_dict().items()}, cfg)
+    peer, cfg, params = random_gpt2(args.small)
     fp32 = torch_engine(cfg, params, "float32")
     int8 = torch_engine(cfg, params, "int8")
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
