@@ -547,6 +547,33 @@ def overwrite_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
+def write_outputs(args, text, *, data=None, data_what="", page=None, page_what=None, done=()):
+    """What the options ask for: `data` to --json FILE and `page` (an HTML document, made before
+    anything is written) to --html FILE, '-' for stdout; each file followed by one 'wrote ...'
+    line (`data_what` names the data; `page_what`, else the page's size), then the lines of
+    `done` (work already written), all on stderr when a report goes to stdout. `text()`, the
+    printed report, only when no output was asked for."""
+    lines = []
+    if args.json:
+        write_json(args.json, data)
+        if args.json != "-":
+            lines.append(f"wrote {data_what} to {args.json}")
+    if page is not None:
+        if args.html == "-":
+            sys.stdout.write(page)
+        else:
+            write_text(args.html, page)
+            size = f"{args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB)"
+            lines.append(f"wrote {page_what} to {args.html}" if page_what else f"wrote {size}")
+    lines += list(done)
+    if not (args.json or page is not None or done):
+        print(text())
+        return
+    stream = sys.stderr if "-" in (args.json, args.html) else sys.stdout
+    for line in lines:
+        print(line, file=stream)
+
+
 def write_json(path: str, data: dict) -> None:
     text = json.dumps(data, ensure_ascii=False, default=json_default)
     if path == "-":

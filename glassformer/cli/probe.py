@@ -6,8 +6,6 @@ each predicted token, by integrated gradients or gradient x input). The work is
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from glassformer import reference as R
@@ -18,8 +16,7 @@ from glassformer.cli.common import (
     integer,
     load_model,
     overwrite_arg,
-    write_json,
-    write_text,
+    write_outputs,
 )
 from glassformer.errors import GlassformerError
 from glassformer.tokenizer.display import display_kind, display_tokens
@@ -83,29 +80,6 @@ def _model_text_args(p) -> None:
     )
     overwrite_arg(p)
     p.set_defaults(png=None)
-
-
-def _report(args, result: dict, page, text, what: str) -> None:
-    """What the options ask for: --json FILE, --html FILE (each '-' for stdout), else the text.
-    `page()` makes the HTML page, `text()` the printed report; `what` names the result."""
-    lines = []
-    if args.html:
-        html = page()
-        if args.html == "-":
-            print(html, end="")
-        else:
-            write_text(args.html, html)
-            lines.append(f"wrote {what} to {args.html}")
-    if args.json:
-        write_json(args.json, result)
-        if args.json != "-":
-            lines.append(f"wrote {what} to {args.json}")
-    if not (args.json or args.html):
-        print(text())
-        return
-    stream = sys.stderr if "-" in (args.json, args.html) else sys.stdout
-    for line in lines:
-        print(line, file=stream)
 
 
 def _meta(args, cfg) -> dict[str, str]:
@@ -176,7 +150,10 @@ def cmd_lens(args) -> int:
         parts = [_lens_text(table, words, vocab)]
         return "\n".join(parts + ([_dla_text(result["dla"])] if args.dla else []))
 
-    _report(args, result, page, text, f"the logit lens of {len(table.points)} points")
+    what = f"the logit lens of {len(table.points)} points"
+    write_outputs(
+        args, text, data=result, data_what=what, page=args.html and page(), page_what=what
+    )
     return 0
 
 
@@ -252,7 +229,9 @@ def cmd_attribute(args) -> int:
     def text() -> str:
         return _attribution_text(result, inputs, predicted)
 
-    _report(args, out, page, text, f"the attributions of {len(predicted)} tokens")
+    what = f"the attributions of {len(predicted)} tokens"
+    html = page() if args.html else None
+    write_outputs(args, text, data=out, data_what=what, page=html, page_what=what)
     return 0
 
 

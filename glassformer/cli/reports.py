@@ -4,8 +4,6 @@ forward pass of a model), printed as text or written as JSON, one HTML page or P
 
 from __future__ import annotations
 
-import sys
-
 from glassformer import files
 from glassformer import reference as R
 from glassformer.cli import touch
@@ -25,8 +23,7 @@ from glassformer.cli.common import (
     report_args,
     run_decoding,
     stop_reason,
-    write_json,
-    write_text,
+    write_outputs,
 )
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens
@@ -386,33 +383,19 @@ def _only(trace: Trace, only: str | None) -> Trace:
 
 
 def _write_reports(trace: Trace, args, layers, heads, *, data: dict, text, html: dict) -> None:
-    """What the options ask for: --json FILE, --html FILE ('-': stdout), --png DIR, each file
-    followed by one 'wrote ...' line (on stderr when a report goes to stdout); the text report
-    `text()` only when none of them is asked for."""
-    lines, page = [], None
+    """--json FILE, --html FILE ('-': stdout) and --png DIR, each followed by one 'wrote ...' line
+    (`common.write_outputs`); the text report `text()` only when none of them is asked for."""
+    page, done = None, []
     if args.html:  # made first: a page over its size bound is refused before anything is written
         from glassformer.explain.html import render_html
 
         page = render_html(trace, layers=layers, heads=heads, **html)
-    if args.json:
-        write_json(args.json, data)
-        if args.json != "-":
-            lines.append(f"wrote {len(data['steps'])} steps to {args.json}")
-    if page is not None:
-        if args.html == "-":
-            sys.stdout.write(page)
-        else:
-            write_text(args.html, page)
-            lines.append(f"wrote {args.html} ({len(page.encode('utf-8')) / 1e6:.2f} MB)")
     if args.png:
         from glassformer.explain.plots import write_attention_pngs
 
         kind = html.get("token_kind")
         with files.building(args.png) as folder:  # all heatmaps appear at once, or none
             paths = write_attention_pngs(trace, folder, layers=layers, heads=heads, token_kind=kind)
-        lines.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
-    if not (args.json or args.html or args.png):
-        print(text())
-    stream = sys.stderr if "-" in (args.json, args.html) else sys.stdout
-    for line in lines:
-        print(line, file=stream)
+        done.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
+    steps = f"{len(data['steps'])} steps"
+    write_outputs(args, text, data=data, data_what=steps, page=page, done=done)
