@@ -71,6 +71,12 @@ def rgb(t: float, seq: bool) -> tuple[int, int, int]:
     return tuple(round(255 + (c - 255) * a) for c in end)
 
 
+def tint(t: float, seq: bool) -> tuple[str, bool]:
+    """`rgb(t, seq)` as "#rrggbb", and whether text on it is written white (a dark tint)."""
+    r, g, b = rgb(t, seq)
+    return f"#{r:02x}{g:02x}{b:02x}", abs(t) > 0.55
+
+
 def table(values, rows=None, cols=None, masked=None, signed: bool = False, scale=None) -> str:
     """A labelled numeric table; cells tinted by value, the exact value in each title. `masked`
     (bool, the shape of `values`) marks scores that the mask set to −∞ before the softmax;
@@ -106,10 +112,10 @@ def table(values, rows=None, cols=None, masked=None, signed: bool = False, scale
                 )
                 continue
             t = fx / scale if np.isfinite(fx) else (np.nan if np.isnan(fx) else np.sign(fx))
-            r, g, b = rgb(t, seq)
-            dark = " class='dark'" if abs(t) > 0.55 else ""
+            colour, dark = tint(t, seq)
+            dark = " class='dark'" if dark else ""
             cells.append(
-                f'<td style="background:#{r:02x}{g:02x}{b:02x}"{dark} title="{fx:.12g}">'
+                f'<td style="background:{colour}"{dark} title="{fx:.12g}">'
                 f"{esc(format_number(x.item() if v.dtype == bool else fx))}</td>"
             )
         label = f"<th>{esc(rows[i])}</th>" if rows is not None and i < len(rows) else ""

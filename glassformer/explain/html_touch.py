@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer.explain.html_pieces import asset, esc, rgb, table
+from glassformer.explain.html_pieces import asset, esc, table, tint
 
 
 def ablation_section(a: dict) -> str:
@@ -81,11 +81,11 @@ def lens_section(result: dict) -> str:
         cells = []
         for t in range(len(words)):
             p = float(probs[r, t, 0])
-            red, green, blue = rgb(p, True)
-            dark = " class='dark'" if p > 0.55 else ""
+            colour, dark = tint(p, True)
+            dark = " class='dark'" if dark else ""
             title = ", ".join(f"{w} {q:.3f}" for w, q in zip(tops[r][t], probs[r, t], strict=True))
             cells.append(
-                f"<td style='background:#{red:02x}{green:02x}{blue:02x}'{dark} "
+                f"<td style='background:{colour}'{dark} "
                 f"title='{esc(title)}'>{esc(tops[r][t][0])}<small> {p:.2f}</small></td>"
             )
         rows.append(f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>")
@@ -120,10 +120,10 @@ def attribution_section(result: dict) -> str:
         scale = float(np.abs(scores[i]).max()) or 1.0
         chips = []
         for w, s in zip(words, scores[i], strict=True):
-            red, green, blue = rgb(float(s) / scale, False)
-            dark = " dark" if abs(s) / scale > 0.55 else ""
+            colour, dark = tint(float(s) / scale, False)
+            dark = " dark" if dark else ""
             chips.append(
-                f"<span class='tok{dark}' style='background:#{red:02x}{green:02x}{blue:02x}' "
+                f"<span class='tok{dark}' style='background:{colour}' "
                 f"title='{s:.12g}'>{esc(w)}</span>"
             )
         check = ""
