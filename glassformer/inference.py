@@ -31,7 +31,7 @@ def torch_engine(cfg, params, dtype: str = "float32"):
     (float32 with its linear layers quantized: `quantize.int8`)."""
     import torch
 
-    from glassformer.torch_model import from_params
+    from glassformer.torch_model import from_params, inference_layout
 
     if dtype not in DTYPES:
         raise GlassformerError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
@@ -40,7 +40,7 @@ def torch_engine(cfg, params, dtype: str = "float32"):
 
         check_int8()  # before the float32 model is built
         return int8(from_params(cfg, params, dtype=torch.float32).eval())
-    return from_params(cfg, params, dtype=getattr(torch, dtype)).eval()
+    return inference_layout(from_params(cfg, params, dtype=getattr(torch, dtype)).eval())
 
 
 def step_function(engine: str, cfg, params, src, window: bool = False, dtype: str = "float64"):

@@ -15,6 +15,7 @@ from glassformer.torch_model import (  # noqa: E402
     MultiHeadAttention,
     Transformer,
     from_params,
+    inference_layout,
 )
 from glassformer.torch_steps import step_fn  # noqa: E402
 
@@ -236,3 +237,40 @@ def test_step_functions_are_still_importable_from_torch_model():
     assert torch_model.many_step_fn is torch_steps.many_step_fn
     with pytest.raises(AttributeError):
         torch_model.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("cfg", [DEC, ENCDEC, ENC], ids=["decoder", "encoder-decoder", "encoder"])
+def test_inference_layout_keeps_the_weights_and_the_outputs(cfg):
+    """The inference layout only changes how weights lie in memory: the same state_dict (names,
+    shapes, values), the same outputs (float64, cached decoding too), Wq/Wk/Wv views into one
+    fused array, and none of that in state_dict."""
+    plain = model_of(cfg, torch.float64)
+    fast = inference_layout(model_of(cfg, torch.float64))
+    a, b = plain.state_dict(), fast.state_dict()
+    assert list(a) == list(b) and all(torch.equal(a[n], b[n]) for n in a)
+    attn = (
+        fast.encoder.layers[0].self_attn
+        if cfg.arch == "encoder"
+        else fast.decoder.layers[0].self_attn
+    )
+    assert attn.q.weight.data_ptr() == attn.qkv_t.data_ptr()  # a view, no second copy
+    assert attn.k.weight.data_ptr() == attn.qkv_t.data_ptr() + cfg.attn_dim * 8
+    assert attn.q.weight.stride() == (1, 3 * cfg.attn_dim)  # (in, out) in memory
+    ids = torch.tensor([[1, 7, 2, 9, 4]])
+    src = torch.tensor([[3, 4, 5, 6]]) if cfg.arch == "encoder-decoder" else None
+    with torch.no_grad():
+        assert torch.allclose(plain(ids, src_ids=src), fast(ids, src_ids=src), atol=1e-12, rtol=0)
+    if cfg.arch != "encoder":
+        srcl = None if src is None else src[0].tolist()
+        got = greedy(step_fn(fast, srcl), [1], 12)
+        want = greedy(step_fn(plain, srcl, use_cache=False), [1], 12)
+        assert got.ids == want.ids
+        assert np.allclose(got.chosen_probs, want.chosen_probs, atol=1e-10, rtol=0)
+
+
+def test_inference_layout_is_what_the_inference_engine_uses():
+    from glassformer.inference import torch_engine
+
+    model = torch_engine(DEC, weights.init(DEC, seed=0), "float32")
+    assert model.decoder.layers[0].self_attn.qkv_t is not None
+    assert not model.decoder.tok_embed.weight.is_contiguous()  # the tied head, (in, out) in memory
