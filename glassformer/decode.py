@@ -204,19 +204,16 @@ class Beam:
     def advance(self, tokens, logps) -> None:
         """tokens, logps: per live hypothesis (in `alive` order), its next tokens and their
         log-probabilities, best first."""
-        candidates = []  # (hypothesis, index of its parent in alive)
+        candidates = []  # (summed log-probability, index of the parent in alive, token)
         for p, (h, toks, lps) in enumerate(zip(self.alive, tokens, logps, strict=True)):
             for token, lp in zip(toks, lps, strict=True):
-                token = int(token)
-                c = Hypothesis(
-                    h.ids + [token],
-                    h.logprob + float(lp),
-                    h.n_generated + 1,
-                    finished=token == self.eos_id,
-                )
-                candidates.append((c, p))
-        candidates.sort(key=lambda cp: -cp[0].logprob)  # stable: ties keep hypothesis order
-        kept = candidates[: self.width]
+                candidates.append((h.logprob + float(lp), p, int(token)))
+        candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis order
+        kept = []  # (hypothesis, index of its parent in alive): only the best `width` are built
+        for logprob, p, token in candidates[: self.width]:
+            h = self.alive[p]
+            c = Hypothesis(h.ids + [token], logprob, h.n_generated + 1, token == self.eos_id)
+            kept.append((c, p))
         self.alive = [c for c, _ in kept if not c.finished]
         self.parents = [p for c, p in kept if not c.finished]
         self.finished += [c for c, _ in kept if c.finished]

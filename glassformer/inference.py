@@ -271,8 +271,7 @@ def beam_batch(
     """Beam search for many source sequences at once, each a `decode.Beam` of its own.
 
     The KV cache holds one row per live hypothesis of every unfinished sentence. Each step runs
-    the decoder once on the rows' last tokens, takes each row's `width` best tokens of a float64
-    log-softmax, lets every sentence's Beam keep its best candidates, then reorders the cache rows
+    the decoder once on the rows' last tokens, takes each row's `width` best tokens (`_top`), lets every sentence's Beam keep its best candidates, then reorders the cache rows
     to follow the surviving hypotheses (finished sentences drop out). Per sentence the result is
     `decode.beam_search` over the same model, up to floating-point rounding.
     """
@@ -295,7 +294,7 @@ def beam_batch(
         while True:
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
             src = src_valid = None  # the encoder ran once; its output is in the cache
-            tokens, logps = _top(logits[:, -1].to(torch.float64).log_softmax(-1), width)
+            tokens, logps = _top(logits[:, -1], width)
             row, still, index = 0, [], []
             for i in live:
                 b, n = beams[i], len(beams[i].alive)
@@ -317,20 +316,28 @@ def beam_batch(
     return [b.result() for b in beams]
 
 
-def _top(logp, width: int):
-    """Each row's `width` best tokens and their values, best first with ties to the lower id (as
-    `decode.top_tokens`): (n, width) NumPy arrays. topk does not promise an order among equal
-    values, so a row with a tie among its width+1 best is sorted stably instead."""
+def _top(logits, width: int):
+    """Each row's `width` best tokens and their log-probabilities, best first with ties to the
+    lower id (as `decode.top_tokens`): (n, width) NumPy arrays, float64.
+
+    The choice is made on the logits themselves (the log-softmax keeps their order); only the
+    chosen get a log-probability, logit - logsumexp, with the row's logsumexp in the logits'
+    precision (a float64 log-softmax of the whole row cost more than the float32 output
+    projection that made it). topk does not promise an order among equal values, so a row with
+    a tie among its width+1 best is sorted stably instead.
+    """
     import torch
 
-    k = min(width + 1, logp.shape[-1])
-    values, tokens = logp.topk(k, dim=-1)  # (n, k), best first
+    k = min(width + 1, logits.shape[-1])
+    values, tokens = logits.topk(k, dim=-1)  # (n, k), best first
     tied = (values[:, 1:] == values[:, :-1]).any(-1)
     if bool(tied.any()):
         rows = torch.nonzero(tied).flatten()
-        v, t = logp[rows].sort(dim=-1, descending=True, stable=True)
+        v, t = logits[rows].sort(dim=-1, descending=True, stable=True)
         values[rows], tokens[rows] = v[:, :k], t[:, :k]
-    return tokens[:, :width].cpu().numpy(), values[:, :width].cpu().numpy()
+    lse = logits.logsumexp(-1, keepdim=True).to(torch.float64)  # (n, 1)
+    logps = values[:, :width].to(torch.float64) - lse  # (n, width)
+    return tokens[:, :width].cpu().numpy(), logps.cpu().numpy()
 
 
 def _select_rows(cache, index, cross: bool = True) -> None:

@@ -138,12 +138,16 @@ def test_translate_iter_yields_in_input_order_whatever_the_batching(toy):
 
 def test_top_breaks_ties_like_decode():
     rng = np.random.default_rng(0)
-    logp = torch.as_tensor(rng.integers(-3, 0, size=(50, 9)).astype(np.float64))  # many ties
-    for width in (1, 2, 4, 9, 12):
-        tokens, values = _top(logp, width)
-        for row, t, v in zip(logp.numpy(), tokens, values, strict=True):
-            np.testing.assert_array_equal(t, decode.top_tokens(row, width))
-            np.testing.assert_array_equal(v, row[t])
+    for dtype in (torch.float32, torch.float64):
+        logits = torch.as_tensor(rng.integers(-3, 0, size=(50, 9))).to(dtype)  # many ties
+        logits[:, 0] += torch.as_tensor(rng.normal(size=50) * 40).to(dtype)  # and large ranges
+        for width in (1, 2, 4, 9, 12):
+            tokens, values = _top(logits, width)
+            for row, t, v in zip(logits.numpy(), tokens, values, strict=True):
+                logp = decode._log_softmax(row)  # float64, the one-sentence search's
+                np.testing.assert_array_equal(t, decode.top_tokens(logp, width))
+                tol = 1e-13 if dtype == torch.float64 else 1e-5
+                np.testing.assert_allclose(v, logp[t], rtol=0, atol=tol)
 
 
 def test_shipped_translator_batched_equals_one_at_a_time():
