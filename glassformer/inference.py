@@ -271,8 +271,9 @@ def beam_batch(
     """Beam search for many source sequences at once, each a `decode.Beam` of its own.
 
     The KV cache holds one row per live hypothesis of every unfinished sentence. Each step runs
-    the decoder once on the rows' last tokens, takes each row's `width` best tokens (`_top`), lets every sentence's Beam keep its best candidates, then reorders the cache rows
-    to follow the surviving hypotheses (finished sentences drop out). Per sentence the result is
+    the decoder once on the rows' last tokens, takes each row's `width` best tokens (`_top`),
+    lets every sentence's Beam keep its best candidates, then reorders the cache rows to follow
+    the surviving hypotheses (finished sentences drop out). Per sentence the result is
     `decode.beam_search` over the same model, up to floating-point rounding.
     """
     import torch
