@@ -321,24 +321,45 @@ def _top(logits, width: int):
     """Each row's `width` best tokens and their log-probabilities, best first with ties to the
     lower id (as `decode.top_tokens`): (n, width) NumPy arrays, float64.
 
-    The choice is made on the logits themselves (the log-softmax keeps their order); only the
-    chosen get a log-probability, logit - logsumexp, with the row's logsumexp in the logits'
-    precision (a float64 log-softmax of the whole row cost more than the float32 output
-    projection that made it). topk does not promise an order among equal values, so a row with
-    a tie among its width+1 best is sorted stably instead.
+    The choice is made on the logits themselves (the log-softmax keeps their order), by
+    `_topk_blocks`; topk does not promise an order among equal values, so a row with a tie among
+    its width+1 best is sorted stably instead. Only the chosen get a log-probability, logit -
+    logsumexp, the row's logsumexp read off its best token (logit - log-softmax in the logits'
+    precision, where the best token's log-probability is small and exact to a few ulps): a
+    float64 log-softmax of every row cost more than the float32 output projection that made it.
     """
     import torch
 
     k = min(width + 1, logits.shape[-1])
-    values, tokens = logits.topk(k, dim=-1)  # (n, k), best first
+    values, tokens = _topk_blocks(logits, k)  # (n, k), best first
     tied = (values[:, 1:] == values[:, :-1]).any(-1)
     if bool(tied.any()):
         rows = torch.nonzero(tied).flatten()
         v, t = logits[rows].sort(dim=-1, descending=True, stable=True)
         values[rows], tokens[rows] = v[:, :k], t[:, :k]
-    lse = logits.logsumexp(-1, keepdim=True).to(torch.float64)  # (n, 1)
+    best_logp = logits.log_softmax(-1).gather(1, tokens[:, :1]).to(torch.float64)  # (n, 1)
+    lse = values[:, :1].to(torch.float64) - best_logp  # (n, 1)
     logps = values[:, :width].to(torch.float64) - lse  # (n, width)
     return tokens[:, :width].cpu().numpy(), logps.cpu().numpy()
+
+
+def _topk_blocks(x, k: int, block: int = 64):
+    """x.topk(k) of each row of x (n, V), 2-3x faster for small k and large V: the k best values
+    lie in the k blocks (of `block` columns) with the largest maxima, so only those are searched.
+    The values are exact; among equal values the order is unspecified, as with topk."""
+    import torch
+
+    n, V = x.shape
+    G = -(-V // block)  # blocks per row
+    if G <= k:
+        return x.topk(k, dim=-1)
+    if V < G * block:
+        x = torch.nn.functional.pad(x, (0, G * block - V), value=float("-inf"))
+    blocks = x.view(n, G, block)
+    chosen = blocks.amax(-1).topk(k, dim=-1).indices  # (n, k) block numbers
+    cand = blocks.gather(1, chosen[..., None].expand(n, k, block)).view(n, k * block)
+    values, pos = cand.topk(k, dim=-1)  # (n, k)
+    return values, chosen.gather(1, pos // block) * block + pos % block
 
 
 def _select_rows(cache, index, cross: bool = True) -> None:

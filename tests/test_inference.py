@@ -14,6 +14,7 @@ from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.inference import (  # noqa: E402
     _top,
+    _topk_blocks,
     beam_batch,
     greedy_batch,
     translate,
@@ -148,6 +149,21 @@ def test_top_breaks_ties_like_decode():
                 np.testing.assert_array_equal(t, decode.top_tokens(logp, width))
                 tol = 1e-13 if dtype == torch.float64 else 1e-5
                 np.testing.assert_allclose(v, logp[t], rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("V", [5, 64, 200, 8000, 8001])
+def test_topk_blocks_equals_topk(V):
+    """The block search gives torch.topk's values, and its tokens where values are distinct."""
+    gen = torch.Generator().manual_seed(V)
+    x = torch.randn(33, V, generator=gen) * 4
+    x[:3] = torch.randint(-2, 1, (3, V), generator=gen).float()  # rows full of ties
+    x[3, : V // 2] = float("-inf")
+    for k in (1, 3, 5):
+        values, tokens = _topk_blocks(x, min(k, V))
+        want_v, want_t = x.topk(min(k, V), dim=-1)
+        assert torch.equal(values, want_v)
+        assert torch.equal(x.gather(1, tokens), values)  # each token holds its value
+        assert torch.equal(tokens[3:], want_t[3:])  # distinct values: the same tokens
 
 
 def test_shipped_translator_batched_equals_one_at_a_time():
