@@ -25,6 +25,52 @@ def alternate(
     return times
 
 
+def alternate_apart(
+    factory: Callable[[str], Callable[[], object]],
+    names: list[str],
+    repeats: int = 7,
+    warmup: int = 1,
+) -> tuple[dict[str, list[float]], dict[str, object]]:
+    """`alternate`, with each contender in a process of its own (spawned, started together, then
+    driven in turn A B A B ... so that machine load still hits all alike). For peers whose native
+    runtime slows the other's kernels when both are loaded in one process (two OpenMP runtimes
+    on the same cores). factory(name) -> the contender's call: a picklable top-level function,
+    run in the child. Returns the seconds per call and each contender's warm-up result."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    conns, procs = {}, []
+    for name in names:
+        mine, theirs = ctx.Pipe()
+        proc = ctx.Process(target=_worker, args=(factory, name, theirs, warmup), daemon=True)
+        proc.start()
+        conns[name] = mine
+        procs.append(proc)
+    results = {name: conns[name].recv() for name in names}  # each is loaded and warm
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(repeats):
+        for name in names:
+            conns[name].send("run")
+            times[name].append(conns[name].recv())
+    for name in names:
+        conns[name].send("stop")
+    for proc in procs:
+        proc.join()
+    return times, results
+
+
+def _worker(factory, name: str, conn, warmup: int) -> None:
+    fn = factory(name)
+    result = None
+    for _ in range(warmup):
+        result = fn()
+    conn.send(result)
+    while conn.recv() == "run":
+        t0 = time.perf_counter()
+        fn()
+        conn.send(time.perf_counter() - t0)
+
+
 def report(
     title: str,
     times: dict[str, list[float]],

@@ -1,8 +1,13 @@
 """Benchmark: sentences per second of the shipped translator (`models/en-es`), beam 4, glassformer
 (`inference.translate`: batches of 64 sentences, all hypotheses in one KV cache) in fp32 and int8
-against CTranslate2 in fp32 and int8 on the same weights (the Marian export of `glassformer
+against CTranslate2 in fp32 and int8 on the same weights (the Pegasus export of `glassformer
 export-hf`, converted by `ctranslate2.converters.TransformersConverter`), the four measured
 alternately in one process. Goal: glassformer within 1.5x of CTranslate2 at the same precision.
+
+`--apart` runs each contender in a process of its own, still alternated: CTranslate2 brings its
+own copy of the GNU OpenMP runtime, and once it is loaded and has run in the process, PyTorch's
+kernels there ran 30-45% slower on the 2-core VM (measured 2026-11-30: glassformer int8 2.76 s
+alone, 4.1 s beside CTranslate2), which is not what a user translating a file sees.
 
 Both sides start from text and end with text (tokenizing and detokenizing included), beam 4,
 length penalty 1, at most max_len - 1 target tokens, batches of 64 sentences, 2 threads.
@@ -21,10 +26,11 @@ import statistics
 import sys
 import tempfile
 import warnings
+from functools import partial
 from pathlib import Path
 
 import torch
-from _harness import alternate
+from _harness import alternate, alternate_apart
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's glassformer
@@ -38,6 +44,49 @@ from glassformer.metrics import translation_scores  # noqa: E402
 MODEL = ROOT / "models" / "en-es"
 
 
+def sources_and_refs(limit: int | None) -> tuple[list[str], list[str]]:
+    pairs = read_pairs("eng-spa-valid")
+    if limit:
+        pairs = pairs[:: max(1, len(pairs) // limit)][:limit]
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def contender(name: str, args: argparse.Namespace, ct2_dir: Path):
+    """The call that translates every source with `name` ("glassformer float32", "CTranslate2
+    int8", ...) and returns the translations; it loads what it needs first."""
+    torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore")
+    cfg, params, tok = loading.load(MODEL)
+    sources, _ = sources_and_refs(args.limit)
+    kind, precision = name.split()
+    if kind == "glassformer":
+        model = torch_engine(cfg, params, precision)
+        return partial(translate, model, tok, sources, beam=args.beam, batch_size=args.batch_size)
+    import ctranslate2
+
+    translator = ctranslate2.Translator(
+        str(ct2_dir),
+        device="cpu",
+        compute_type=precision,
+        intra_threads=args.threads,
+        inter_threads=1,
+    )
+
+    def run():
+        tokens = [tok.tokens(tok.encode(s)[: cfg.max_len] or [tok.unk_id or 0]) for s in sources]
+        results = translator.translate_batch(
+            tokens,
+            beam_size=args.beam,
+            max_batch_size=args.batch_size,
+            max_decoding_length=cfg.max_len - 1,
+            max_input_length=0,
+            length_penalty=1.0,
+        )
+        return [tok.decode([tok.id_of(t) for t in r.hypotheses[0]]) for r in results]
+
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
@@ -45,69 +94,32 @@ def main() -> None:
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--limit", type=int, default=None, help="N of the 1,000 sentences (all)")
+    ap.add_argument(
+        "--apart", action="store_true", help="each contender in a process of its own (see above)"
+    )
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    import ctranslate2
     from ctranslate2.converters import TransformersConverter
 
-    cfg, params, tok = loading.load(MODEL)
-    pairs = read_pairs("eng-spa-valid")
-    if args.limit:
-        pairs = pairs[:: max(1, len(pairs) // args.limit)][: args.limit]
-    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    sources, refs = sources_and_refs(args.limit)
     tmp = Path(tempfile.mkdtemp())
     assert cli(["export-hf", str(MODEL), str(tmp / "hf")]) == 0
     TransformersConverter(str(tmp / "hf")).convert(str(tmp / "ct2"), force=True)
-    outputs: dict[str, list[str]] = {}
-
-    def ours(dtype):
-        model = torch_engine(cfg, params, dtype)
-
-        def run():
-            outputs[f"glassformer {dtype}"] = translate(
-                model, tok, sources, beam=args.beam, batch_size=args.batch_size
-            )
-
-        return run
-
-    def ct2(compute_type):
-        translator = ctranslate2.Translator(
-            str(tmp / "ct2"),
-            device="cpu",
-            compute_type=compute_type,
-            intra_threads=args.threads,
-            inter_threads=1,
-        )
-
-        def run():
-            tokens = [
-                tok.tokens(tok.encode(s)[: cfg.max_len] or [tok.unk_id or 0]) for s in sources
-            ]
-            results = translator.translate_batch(
-                tokens,
-                beam_size=args.beam,
-                max_batch_size=args.batch_size,
-                max_decoding_length=cfg.max_len - 1,
-                max_input_length=0,
-                length_penalty=1.0,
-            )
-            outputs[f"CTranslate2 {compute_type}"] = [
-                tok.decode([tok.id_of(t) for t in r.hypotheses[0]]) for r in results
-            ]
-
-        return run
-
-    contenders = {
-        "glassformer float32": ours("float32"),
-        "CTranslate2 float32": ct2("float32"),
-        "glassformer int8": ours("int8"),
-        "CTranslate2 int8": ct2("int8"),
-    }
-    times = alternate(contenders, repeats=args.repeats)
+    names = [f"{k} {p}" for p in ("float32", "int8") for k in ("glassformer", "CTranslate2")]
+    factory = partial(contender, args=args, ct2_dir=tmp / "ct2")
+    if args.apart:
+        times, outputs = alternate_apart(factory, names, repeats=args.repeats)
+    else:
+        calls = {name: factory(name) for name in names}
+        outputs = {name: call() for name, call in calls.items()}  # also the warm-up
+        times = alternate(calls, repeats=args.repeats, warmup=0)
     n = len(sources)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"\nmodels/en-es, beam {args.beam}, {n} eng-spa-valid sentences, {args.threads} threads")
+    where = "each in a process of its own" if args.apart else "all in one process"
+    print(
+        f"\nmodels/en-es, beam {args.beam}, {n} eng-spa-valid sentences, {args.threads} threads,"
+        f" {where}"
+    )
     for k, t in times.items():
         bleu = translation_scores(outputs[k], refs).bleu
         print(
