@@ -63,7 +63,8 @@ def _broadcast(x, values):
     if _is_torch(x):
         import torch
 
-        return torch.as_tensor(np.asarray(values), dtype=x.dtype, device=x.device).expand_as(x)
+        values = torch.tensor(np.asarray(values), dtype=x.dtype, device=x.device)  # a copy: a
+        return values.expand_as(x)  # trace's recorded arrays are read-only
     return np.broadcast_to(np.asarray(values, dtype=x.dtype), x.shape).copy()
 
 
