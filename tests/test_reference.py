@@ -216,6 +216,22 @@ def test_a_trace_stores_derived_steps_as_recipes_and_shares_masks():
     np.testing.assert_array_equal(seen[0], tr["probs"])
 
 
+def test_a_trace_keeps_the_engines_arrays_read_only_and_equal_to_an_untraced_run():
+    """The trace keeps the reference engine's own arrays (no copy) and makes them read-only: a
+    write into a recorded step raises instead of changing the record; the run's result is the
+    untraced one bit for bit, and every stored float step is read-only."""
+    cfg = small("decoder", d_model=16, d_ff=32)
+    p = weights.init(cfg, seed=3, std=0.5)
+    with tracing() as tr:
+        logits = R.forward(p, cfg, [1, 2, 3, 4])
+    np.testing.assert_array_equal(logits, R.forward(p, cfg, [1, 2, 3, 4]))
+    assert tr.step("logits").data is logits  # kept, not copied
+    stored = [s.data for s in tr.steps if s.data is not None]
+    assert stored and not any(a.flags.writeable for a in stored)
+    with pytest.raises(ValueError, match="read-only"):
+        tr["decoder.0.ffn.out"][0, 0] = 1.0
+
+
 def test_a_float32_trace_holds_half_the_memory():
     cfg = small("decoder", d_model=16, d_ff=32)
     p = weights.init(cfg, seed=3, std=0.5)
