@@ -24,8 +24,7 @@ sys.path.insert(0, str(ROOT))  # time this checkout's glassformer, not an instal
 
 from glassformer import decode, weights  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
-from glassformer.inference import translate  # noqa: E402
-from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.inference import torch_engine, translate  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
@@ -66,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     cfg, params, tok = weights.load(MODEL)
-    model = from_params(cfg, params, dtype=torch.float32).eval()
+    model = torch_engine(cfg, params, "float32")
     sentences = [s for s, _ in read_pairs("eng-spa-valid")]
     n = len(sentences)
     k = max(1, n // args.limit) if args.limit else 1

@@ -2,8 +2,9 @@
 GPT-2-small-sized random weights (124M parameters), batch 1, 16-token prompt, 128 new tokens, KV
 cache on, fp32, measured alternately in one process. Target: >= 1.3x Hugging Face's tokens/s.
 
-Decoding one token reads every weight once (~498 MB in fp32), so memory bandwidth (~25 GB/s
-here) caps both at roughly 50 tokens/s.
+Decoding one token reads every weight once (~498 MB in fp32), so memory bandwidth sets the pace;
+glassformer's model is the inference engine users get (`inference.torch_engine`: its weights in
+the inference layout, `torch_model.inference_layout`).
 
     .venv/bin/python benchmarks/decode_vs_hf.py
 """
@@ -15,7 +16,7 @@ import torch
 from _harness import alternate, random_gpt2, report
 
 from glassformer.decode import greedy
-from glassformer.torch_model import from_params
+from glassformer.inference import torch_engine
 from glassformer.torch_steps import step_fn
 
 
@@ -29,7 +30,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
     peer, cfg, params = random_gpt2(args.small)
-    ours = from_params(cfg, params, dtype=torch.float32).eval()
+    ours = torch_engine(cfg, params, "float32")
     prompt = torch.randint(0, cfg.vocab_size, (1, 16), generator=torch.Generator().manual_seed(1))
     n = args.new_tokens
     results = {}
