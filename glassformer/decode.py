@@ -205,9 +205,10 @@ class Beam:
         """tokens, logps: per live hypothesis (in `alive` order), its next tokens and their
         log-probabilities, best first."""
         candidates = []  # (summed log-probability, index of the parent in alive, token)
+        tokens, logps = np.asarray(tokens).tolist(), np.asarray(logps, dtype=np.float64).tolist()
         for p, (h, toks, lps) in enumerate(zip(self.alive, tokens, logps, strict=True)):
-            for token, lp in zip(toks, lps, strict=True):
-                candidates.append((h.logprob + float(lp), p, int(token)))
+            base = h.logprob
+            candidates += [(base + lp, p, t) for t, lp in zip(toks, lps, strict=True)]
         candidates.sort(key=lambda c: -c[0])  # stable: ties keep hypothesis order
         kept = []  # (hypothesis, index of its parent in alive): only the best `width` are built
         for logprob, p, token in candidates[: self.width]:
@@ -216,10 +217,12 @@ class Beam:
             kept.append((c, p))
         self.alive = [c for c, _ in kept if not c.finished]
         self.parents = [p for c, p in kept if not c.finished]
-        self.finished += [c for c, _ in kept if c.finished]
+        ended = [c for c, _ in kept if c.finished]
         self.steps.append([c for c, _ in kept])
-        self.finished.sort(key=lambda h: -h.score(self.length_penalty))
-        del self.finished[self.width :]
+        if ended:
+            self.finished += ended
+            self.finished.sort(key=lambda h: -h.score(self.length_penalty))
+            del self.finished[self.width :]
         if not self.alive:
             self._stopped = True
             return
