@@ -522,8 +522,8 @@ def from_params(cfg: Config, params: dict, dtype=torch.float64, dropout: float =
 def inference_layout(model: nn.Module) -> nn.Module:
     """Store every linear weight, and the embedding the tied output head reads, as the transpose
     of a contiguous (in, out) array: the same values, shapes and `state_dict()` names, but a
-    matrix-vector product over it ran 1.6-1.8x faster on the CPUs measured (batch-1 decoding
-    reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). For inference:
+    matrix-vector product over it ran 1.6-1.8x faster on the 2-core AVX-512 VM measured (batch-1
+    decoding reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). For inference:
     training keeps PyTorch's own layout. Returns the model."""
     mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
     decoder = getattr(model, "decoder", None)

@@ -1,8 +1,9 @@
 """The trace: every intermediate of a run, recorded under a stable name; and interventions.
 
 `tap(name, x)` returns `x` unchanged and records nothing unless a trace is active; inside
-`with tracing() as tr:` it records a copy of `x` under the current `scope` prefix, so the math
-never changes to be seen (like flax's `sow`). Names look like `encoder.0.self_attn.head1.A`.
+`with tracing() as tr:` it records `x` under the current `scope` prefix, read-only (the reference
+engine's own new arrays are kept and made read-only, anything else is copied), so the math never
+changes to be seen (like flax's `sow`). Names look like `encoder.0.self_attn.head1.A`.
 
 What a trace holds: float values as float64 (exact, the default) or float32 (`tracing(dtype=
 np.float32)`, half the memory, for a server that keeps many traces); one shared copy of a bool
@@ -130,10 +131,9 @@ class Trace:
     def _store(self, arr: np.ndarray) -> np.ndarray:
         """A tapped array in the trace's dtype (bool stays bool), read-only. An array of that
         dtype that owns its memory (what the reference engine's steps return) is kept itself and
-        made read-only, so a later in-place write into it raises instead of changing the record
-        (at 256 tokens copying them took a third of a traced forward pass); anything else (a
-        view, the PyTorch engine's tensors) is copied. A bool mask equal to the last one
-        recorded is shared: every head of a layer taps the same mask."""
+        made read-only, so a later in-place write into it raises instead of changing the record;
+        anything else (a view, the PyTorch engine's tensors, another dtype) is copied. A bool
+        mask equal to the last one recorded is shared: every head of a layer taps the same mask."""
         if arr.dtype != bool:
             if arr.dtype == self.dtype and arr.flags.owndata and arr.flags.writeable:
                 arr.flags.writeable = False
