@@ -95,6 +95,25 @@ def report(
     return ratio
 
 
+def hf_greedy(peer, ids, n: int, attention_mask=None) -> list[list[int]]:
+    """Hugging Face `generate`, greedy with its KV cache, exactly `n` new tokens for every row of
+    ids (B, T) (left-padded rows with their attention_mask; default all ones): prompt + new ids."""
+    import torch
+
+    mask = torch.ones_like(ids) if attention_mask is None else attention_mask
+    with torch.inference_mode():
+        out = peer.generate(
+            ids,
+            attention_mask=mask,
+            max_new_tokens=n,
+            min_new_tokens=n,
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=0,
+        )
+    return out.tolist()
+
+
 def random_gpt2(small: bool = False):
     """(peer, cfg, params): Hugging Face GPT-2 with random weights (seed 0; GPT-2-small's size,
     124M, or 2 layers if `small`) in fp32, eval mode, and the same weights as glassformer's."""

@@ -13,7 +13,7 @@ import argparse
 import warnings
 
 import torch
-from _harness import alternate, random_gpt2, report
+from _harness import alternate, hf_greedy, random_gpt2, report
 
 from glassformer.decode import greedy
 from glassformer.inference import torch_engine
@@ -39,18 +39,8 @@ def main() -> None:
         g = greedy(step_fn(ours), prompt[0].tolist(), max_new_tokens=n)
         results["ours"] = g.ids
 
-    @torch.inference_mode()
     def run_peer():
-        out = peer.generate(
-            prompt,
-            attention_mask=torch.ones_like(prompt),
-            max_new_tokens=n,
-            min_new_tokens=n,
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=0,
-        )
-        results["peer"] = out[0].tolist()
+        results["peer"] = hf_greedy(peer, prompt, n)[0]
 
     times = alternate(
         {"glassformer greedy + cache": run_ours, "HF generate": run_peer}, repeats=args.repeats

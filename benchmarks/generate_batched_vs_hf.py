@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from _harness import alternate, random_gpt2
+from _harness import alternate, hf_greedy, random_gpt2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
@@ -59,18 +59,8 @@ def one_batch(models: dict, peer, prompts: list[list[int]], n: int, repeats: int
 
         return run
 
-    @torch.inference_mode()
     def run_peer():
-        r = peer.generate(
-            ids,
-            attention_mask=mask,
-            max_new_tokens=n,
-            min_new_tokens=n,
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=0,
-        )
-        out["HF generate fp32"] = r[:, T:].tolist()
+        out["HF generate fp32"] = [row[T:] for row in hf_greedy(peer, ids, n, mask)]
 
     contenders = {name: ours(m, name) for name, m in models.items()}
     contenders["HF generate fp32"] = run_peer

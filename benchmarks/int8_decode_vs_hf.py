@@ -20,7 +20,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from _harness import alternate, random_gpt2, report
+from _harness import alternate, hf_greedy, random_gpt2, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
@@ -57,18 +57,8 @@ def main() -> None:
 
         return run
 
-    @torch.inference_mode()
     def run_peer():
-        out = peer.generate(
-            prompt,
-            attention_mask=torch.ones_like(prompt),
-            max_new_tokens=n,
-            min_new_tokens=n,
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=0,
-        )
-        ids["hf"] = out[0].tolist()
+        ids["hf"] = hf_greedy(peer, prompt, n)[0]
 
     contenders = {
         "glassformer int8": ours(int8, "int8"),
