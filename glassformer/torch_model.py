@@ -525,25 +525,26 @@ def inference_layout(model: nn.Module) -> nn.Module:
     matrix-vector product over it ran 1.6-1.8x faster on the 2-core AVX-512 VM measured (batch-1
     decoding reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). For inference:
     training keeps PyTorch's own layout. Returns the model."""
-    mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
-    decoder = getattr(model, "decoder", None)
-    if model.cfg.tie_embeddings and decoder is not None:
-        mats.append(decoder.tok_embed)  # looking up rows in it gets slower, but by microseconds
     with torch.no_grad():
-        for m in mats:
+        for block in (m for m in model.modules() if isinstance(m, Block)):
+            m = block.self_attn  # its Wq, Wk, Wv become views into one (C, 3*H*D) array
+            if not isinstance(m.q, nn.Linear):
+                continue
+            parts = (m.q, m.k, m.v)
+            m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, 3*H*D)
+            m.qkv_b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
+            HD = m.H * m.D
+            for i, p in enumerate(parts):
+                view = m.qkv_t[:, i * HD : (i + 1) * HD].t()  # (H*D, C), shares storage
+                p.weight = nn.Parameter(view, requires_grad=p.weight.requires_grad)
+        mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        decoder = getattr(model, "decoder", None)
+        if model.cfg.tie_embeddings and decoder is not None:
+            mats.append(decoder.tok_embed)  # row lookups in it get slower, but by microseconds
+        for m in mats:  # every other weight: (in, out) in memory (Wq, Wk, Wv already are)
             w = m.weight
             if w.is_contiguous():
                 m.weight = nn.Parameter(w.t().contiguous().t(), requires_grad=w.requires_grad)
-        for m in model.modules():  # self-attention's Wq, Wk, Wv: views into one (C, 3*H*D) array
-            if isinstance(m, MultiHeadAttention) and isinstance(m.q, nn.Linear):
-                parts = (m.q, m.k, m.v)
-                m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, 3*H*D)
-                m.qkv_b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
-                HD = m.H * m.D
-                for i, p in enumerate(parts):
-                    w = p.weight
-                    view = m.qkv_t[:, i * HD : (i + 1) * HD].t()  # (H*D, C), shares storage
-                    p.weight = nn.Parameter(view, requires_grad=w.requires_grad)
     return model
 
 
