@@ -9,7 +9,8 @@ The peer is what a plain PyTorch script writes (the recipe of the "MT baseline" 
 shared/reference/performance.md): one embedding shared by source, target and the tied output
 projection, inputs scaled by sqrt(d) plus sinusoidal positions, `nn.Transformer` (pre-LN, 3+3
 layers, d 256, 4 heads, FFN 1024, dropout 0.1), label smoothing 0.1, AdamW betas (0.9, 0.98),
-weight decay 0.01 on every parameter, warmup then cosine to 2% of the peak lr, clipping 1.0.
+weight decay 0.01 on every parameter, peak lr 1e-3 (`--set lr=` changes it for both), warmup
+then cosine to 2% of the peak lr, clipping 1.0.
 
 glassformer runs its own training loop (`glassformer.train.train`) with the `translator` preset
 and its translate recipe; `--variant NAME:key=value,...` adds more glassformer runs that change
@@ -270,10 +271,15 @@ def _params(path):
     return weights.load(path)[1].values()
 
 
+# The plain script's own peak learning rate (its recipe in shared/reference/performance.md),
+# kept whatever glassformer's translate recipe says; `--set lr=...` changes both.
+PLAIN_LR = 1e-3
+
+
 def run_plain(args) -> dict:
     cfg = preset("translator")
     tcfg = T.TrainConfig(task="translate", **T.TASK_DEFAULTS["translate"]).override(
-        f"max_steps={args.steps}", f"seed={args.seed}"
+        f"max_steps={args.steps}", f"seed={args.seed}", f"lr={PLAIN_LR}"
     )
     _, train_sets, _ = _split(args.set)
     tcfg = tcfg.override(*[s for s in train_sets if s.split("=")[0] in ("lr", "warmup_steps")])

@@ -36,11 +36,10 @@ done
 timeout "$BENCH_SECONDS" python3 benchmarks/translate_quality_per_step.py \
   --device "$DEVICE" --bf16 --steps "$STEPS" --json "$OUT/quality.json" \
   ${LIMIT:+--valid-limit "$LIMIT"} \
-  --variant "bpe:tokenizer=bpe" \
+  --variant "relu:activation=relu" \
+  --variant "lr1e-3:lr=1e-3" \
   --variant "no-share:share_embeddings=false" \
-  --variant "learned-pos:positions=learned,embed_scale=false" \
-  --variant "old-optim:warmup_steps=200,beta2=0.99,weight_decay=0.1,min_lr=1e-4" \
-  --variant "old-recipe:tokenizer=bpe,share_embeddings=false,positions=learned,embed_scale=false,warmup_steps=200,beta2=0.99,weight_decay=0.1,min_lr=1e-4" \
+  --variant "bpe:tokenizer=bpe" \
   > runs/quality.log 2>&1 \
   || echo "benchmark stopped after ${BENCH_SECONDS} s (results so far are in quality.json)"
 wait
