@@ -26,7 +26,7 @@ class PeerTranslator(nn.Module):
     """What a plain PyTorch script writes: shared embeddings + learned positions + nn.Transformer
     + a tied output projection."""
 
-    def __init__(self, V: int, C: int, L: int, max_len: int, dropout: float):
+    def __init__(self, V: int, C: int, L: int, max_len: int, dropout: float, activation: str):
         super().__init__()
         self.embed = nn.Embedding(V, C)
         self.pos = nn.Embedding(max_len, C)
@@ -37,6 +37,7 @@ class PeerTranslator(nn.Module):
             num_decoder_layers=L,
             dim_feedforward=4 * C,
             dropout=dropout,
+            activation=activation,  # the preset's "relu" or "gelu" (exact), as torch names them
             batch_first=True,
             norm_first=True,
         )
@@ -82,7 +83,7 @@ def main() -> None:
     cfg = preset("translator")
     V, C, dropout = cfg.vocab_size, cfg.d_model, 0.1
     ours = Transformer(cfg, dropout=dropout).train()
-    peer = PeerTranslator(V, C, cfg.n_encoder_layers, cfg.max_len, dropout).train()
+    peer = PeerTranslator(V, C, cfg.n_encoder_layers, cfg.max_len, dropout, cfg.activation).train()
     src, src_valid, tgt, tgt_valid, labels = batch(args.batch, args.length, args.length, V)
     n_tokens = int(tgt_valid.sum())
 
