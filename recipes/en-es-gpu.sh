@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# How models/en-es was made, on one GPU. Three processes share it at once:
+# How models/en-es was made, on one GPU (at commit 7395d69: the translate recipe has changed
+# since; the model's card lists the --set flags that reproduce it). Three processes share it:
 #   - the translator trained with the translate recipe (sp-bpe 8k, shared embeddings, bf16) for
 #     each dropout in DROPOUTS, keeping the weights of the last 5 evaluations, then exported as
 #     the float16 average of those 5 (export --average 5);
 #   - benchmarks/translate_quality_per_step.py: quality per step against a plain
-#     nn.Transformer script on the same batches, and which recipe choices matter.
+#     nn.Transformer script on the same batches, and which recipe choices matter (600 steps:
+#     the variants say nothing about a full run).
 #
 #   OUT=/tmp/out MINUTES=7 BENCH_SECONDS=400 recipes/en-es-gpu.sh
 #
