@@ -119,13 +119,16 @@ def translate_iter(
     max_len: int | None = None,
     length_penalty: float = 1.0,
     window: int | None = None,
+    cut: set[int] | None = None,
 ) -> Iterator[str]:
     """The translations of `sentences`, yielded in input order as soon as they are known.
 
     The sentences are taken `window` at a time (default 8 batches), sorted by source length
     inside the window so that a batch pads little, and decoded `batch_size` sentences at a time
     (`greedy_batch`, or `beam_batch` with `beam` hypotheses each); a window's translations come
-    out in input order as its batches finish.
+    out in input order as its batches finish. `cut`, if given, receives the index of every
+    sentence whose translation reached the length limit before an end token (cut short, or
+    repeating itself), by the time that translation is yielded.
     """
     cfg = model.cfg
     limit = max_len or cfg.max_len
@@ -141,10 +144,14 @@ def translate_iter(
             batch = [srcs[i] for i in chunk]
             if beam > 1:
                 args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
-                outs = [r.ids[1:] for r in beam_batch(model, batch, *args)]
+                results = beam_batch(model, batch, *args)
+                outs, ended = [r.ids[1:] for r in results], [r.best.finished for r in results]
             else:
                 outs = greedy_batch(model, batch, pad, tok.bos_id, tok.eos_id, limit - 1)
+                ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
             done.update(zip(chunk, outs, strict=True))
+            if cut is not None:
+                cut.update(i for i, e in zip(chunk, ended, strict=True) if not e)
             while next_out in done:
                 yield tok.decode(done.pop(next_out))
                 next_out += 1

@@ -275,6 +275,26 @@ def test_numpy_parts_work_without_torch(tmp_path):
     assert "--engine torch (the default) needs PyTorch" in r.stderr
 
 
+def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
+    """The shipped translator never ends "hi" (lower case, no full stop: unlike every training
+    pair it repeats a word up to max_len); the command says so, naming where it is, and stays
+    quiet when every translation ends (tests/test_inference.py checks the cut set itself)."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
+    f = tmp_path / "in.txt"
+    f.write_text("Hello!\n\nhi\n")
+    code, out, err = run(capsys, "translate", str(en_es), "hi", "--input", str(f), "--beam", "1")
+    assert code == 0, err
+    first, _, blank, third, end = out.split("\n")
+    assert first == third and len(first.split()) > 20 and blank == end == ""
+    assert err.count("\n") == 1 and "2 of 3 translation(s) reached the decoder's max_len 64" in err
+    assert f"(sentence 1, {f} line 3)" in err
+    code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
+    assert (code, out, err) == (0, "¡Hola!\n", "")
+
+
 def test_translate_input_as_people_write_it(capsys, tmp_path):
     """A BOM, CRLF line ends and a blank line: one output line per input line, blanks kept."""
     pytest.importorskip("torch")

@@ -51,6 +51,13 @@ def toy():
     return cfg, params, from_params(cfg, params).eval(), srcs
 
 
+def toy_words():
+    """The toy's vocabulary as words, and a tokenizer over them (PAD, BOS, EOS at their ids)."""
+    vocab = ["<pad>", "<s>", "<unk>", *(f"w{i}" for i in range(3, 14)), "</s>", "w15"]
+    tok = WordTokenizer(vocab, {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"})
+    return vocab, tok
+
+
 def one_at_a_time(model, src, width, length_penalty, max_new, max_len):
     """Beam search for one sentence, as translate did before batching."""
     with torch.no_grad():
@@ -122,8 +129,7 @@ def test_input_order_and_batch_composition_change_nothing(toy):
 
 def test_translate_iter_yields_in_input_order_whatever_the_batching(toy):
     cfg, _, model, srcs = toy
-    vocab = ["<pad>", "<s>", "<unk>", *(f"w{i}" for i in range(3, 14)), "</s>", "w15"]
-    tok = WordTokenizer(vocab, {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"})
+    vocab, tok = toy_words()
     assert (tok.pad_id, tok.bos_id, tok.eos_id) == (PAD, BOS, EOS)
     sentences = [" ".join(vocab[t] for t in s) for s in srcs]
     L = cfg.max_len
@@ -191,3 +197,27 @@ def test_shipped_translator_batched_equals_one_at_a_time():
                 step_many=many_step_fn(model, src),
             )
         assert r.ids == want.ids, tok.decode(src)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_translate_iter_names_the_translations_cut_at_the_length_limit(toy, beam):
+    """`cut` gets the sentences whose search reached max_len without EOS (oracle: each sentence
+    alone, `decode.beam_search`'s best.finished, `decode.greedy`'s stopped_at_eos)."""
+    cfg, _, model, srcs = toy
+    vocab, tok = toy_words()
+    sentences = [" ".join(vocab[t] for t in s) for s in srcs]
+    L = cfg.max_len
+    with torch.no_grad():
+        if beam == 1:
+            ended = [
+                decode.greedy(step_fn(model, s), [BOS], L - 1, EOS).stopped_at_eos for s in srcs
+            ]
+        else:
+            ended = [one_at_a_time(model, s, beam, 1.0, L - 1, L).best.finished for s in srcs]
+    want = {i for i, e in enumerate(ended) if not e}
+    assert 0 < len(want) < len(srcs)  # both endings occur
+    for batch_size in (1, 3, 64):
+        cut: set[int] = set()
+        texts = list(translate_iter(model, tok, sentences, beam, batch_size, cut=cut))
+        assert cut == want
+        assert texts == translate(model, tok, sentences, beam)

@@ -219,11 +219,23 @@ def cmd_translate(args) -> int:
     show = args.progress or sys.stderr.isatty()
     # Each translation is printed as soon as it and those before it are known; a blank input
     # line gives a blank output line, so that outputs stay aligned with inputs.
-    translations = inference.translate_iter(model, tok, sentences, beam=args.beam)
+    cut: set[int] = set()  # sentences that reached max_len before an end token
+    translations = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
+    where = []  # each sentence's place in the input, as the note below names it
     with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
-        for line in lines:
+        for n, line in enumerate(lines):
             text = next(translations) if line.strip() else ""
+            if line.strip():
+                k = n - len(args.text) + 1
+                where.append(f"sentence {n + 1}" if k < 1 else f"{args.input} line {k}")
             with bar.external_write_mode():
                 print(text, flush=True)
             bar.update(bool(line.strip()))
+    if cut:
+        named = ", ".join(where[i] for i in sorted(cut)[:5]) + (", ..." if len(cut) > 5 else "")
+        note(
+            f"{len(cut)} of {len(sentences)} translation(s) reached the decoder's max_len "
+            f"{cfg.max_len} before an end token, so they may be cut short or repeat themselves "
+            f"({named})"
+        )
     return 0
