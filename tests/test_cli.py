@@ -293,6 +293,10 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     assert f"(sentence 1, {f} line 3)" in err
     code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
     assert (code, out, err) == (0, "¡Hola!\n", "")
+    (tmp_path / "pairs.tsv").write_text("Hello!\t¡Hola!\nhi\thola\n")
+    code, out, err = run(capsys, "eval", str(en_es), "--data", str(tmp_path / "pairs.tsv"))
+    assert code == 0 and "| 2 sentences" in out
+    assert "1 of 2 translation(s) reached the decoder's max_len 64" in err and "(pair 2)" in err
 
 
 def test_translate_input_as_people_write_it(capsys, tmp_path):

@@ -85,6 +85,17 @@ def note(message: str) -> None:
         NOTES.append(message)
 
 
+def note_cut(cut: set[int], where: list[str], max_len: int) -> None:
+    """Note the translations that reached the decoder's max_len before an end token (`cut`:
+    their indices into `where`, which names each translated sentence's place in the input)."""
+    if cut:
+        named = ", ".join(where[i] for i in sorted(cut)[:5]) + (", ..." if len(cut) > 5 else "")
+        note(
+            f"{len(cut)} of {len(where)} translation(s) reached the decoder's max_len {max_len} "
+            f"before an end token, so they may be cut short or repeat themselves ({named})"
+        )
+
+
 def did_you_mean(word: str, choices) -> str:
     """'; did you mean X?' for the choice closest to a mistyped `word` (difflib), or ''."""
     import difflib

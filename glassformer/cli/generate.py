@@ -20,6 +20,7 @@ from glassformer.cli.common import (
     load_model,
     max_new_tokens,
     note,
+    note_cut,
     read_text,
     run_decoding,
 )
@@ -231,11 +232,5 @@ def cmd_translate(args) -> int:
             with bar.external_write_mode():
                 print(text, flush=True)
             bar.update(bool(line.strip()))
-    if cut:
-        named = ", ".join(where[i] for i in sorted(cut)[:5]) + (", ..." if len(cut) > 5 else "")
-        note(
-            f"{len(cut)} of {len(sentences)} translation(s) reached the decoder's max_len "
-            f"{cfg.max_len} before an end token, so they may be cut short or repeat themselves "
-            f"({named})"
-        )
+    note_cut(cut, where, cfg.max_len)
     return 0

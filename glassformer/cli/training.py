@@ -13,6 +13,7 @@ from glassformer.cli.common import (
     last_step,
     load_model,
     need_torch,
+    note_cut,
     output_folder,
     overwrite_arg,
 )
@@ -354,7 +355,7 @@ def cmd_eval(args) -> int:
 
     from glassformer import data as D
     from glassformer import metrics
-    from glassformer.inference import classify, translate
+    from glassformer.inference import classify, translate_iter
     from glassformer.torch_model import from_params
 
     cfg, params, tok = load_model(args.checkpoint)
@@ -383,8 +384,10 @@ def cmd_eval(args) -> int:
     if args.limit:
         pairs = pairs[: args.limit]
     if cfg.arch == "encoder-decoder":
-        hyps = translate(model, tok, [s for s, _ in pairs], beam=args.beam or 4)
+        cut: set[int] = set()  # pairs whose translation reached max_len before an end token
+        hyps = list(translate_iter(model, tok, [s for s, _ in pairs], args.beam or 4, cut=cut))
         print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
+        note_cut(cut, [f"pair {k}" for k in range(1, len(pairs) + 1)], cfg.max_len)
         return 0
     ex = D.language_id(pairs)
     pred = classify(model, tok, [s for s, _ in ex])
