@@ -292,6 +292,9 @@ add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
     setup=_file("in.txt", b"\xef\xbb\xbf\r\n  \r\n"))  # fmt: skip
 add("text", ["translate", "{tr}"], "nothing to translate")
+add("text", ["translate", "{tr}", "Hi.", "--input", "{tmp}/in.txt"], "in.txt, line 2: the text has",
+    setup=_file("in.txt", "Hello.\n" + "hello " * 80 + "\n"))  # fmt: skip
+add("text", ["translate", "{tr}", "Hi.", "hello " * 80], "sentence 2: the text has")
 add("text", ["generate", "{hello}", "--input", "{tmp}/none.txt"], "cannot read")
 add("text", ["generate", "{hello}", "--input", "{tmp}/in.txt"], "in.txt, line 2: the text has",
     setup=_file("in.txt", "hello\n" + "hello " * 40 + "\n"))  # fmt: skip

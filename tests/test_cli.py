@@ -290,7 +290,7 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     first, _, blank, third, end = out.split("\n")
     assert first == third and len(first.split()) > 20 and blank == end == ""
     assert err.count("\n") == 1 and "2 of 3 translation(s) reached the decoder's max_len 64" in err
-    assert f"(sentence 1, {f} line 3)" in err
+    assert f"(sentence 1; {f}, line 3)" in err
     code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
     assert (code, out, err) == (0, "¡Hola!\n", "")
     (tmp_path / "pairs.tsv").write_text("Hello!\t¡Hola!\nhi\thola\n")

@@ -89,7 +89,7 @@ def note_cut(cut: set[int], where: list[str], max_len: int) -> None:
     """Note the translations that reached the decoder's max_len before an end token (`cut`:
     their indices into `where`, which names each translated sentence's place in the input)."""
     if cut:
-        named = ", ".join(where[i] for i in sorted(cut)[:5]) + (", ..." if len(cut) > 5 else "")
+        named = "; ".join(where[i] for i in sorted(cut)[:5]) + ("; ..." if len(cut) > 5 else "")
         note(
             f"{len(cut)} of {len(where)} translation(s) reached the decoder's max_len {max_len} "
             f"before an end token, so they may be cut short or repeat themselves ({named})"

@@ -211,24 +211,31 @@ def cmd_translate(args) -> int:
         lines += read_text(args.input).split("\n")
         if lines[-1] == "":
             lines.pop()  # the file's final newline ends the last line
+    # each sentence's place in the input, as errors and notes name it
+    where = [
+        f"sentence {n + 1}"
+        if n < len(args.text)
+        else f"{args.input}, line {n - len(args.text) + 1}"
+        for n, line in enumerate(lines)
+        if line.strip()
+    ]
     sentences = [s for s in lines if s.strip()]
     if not sentences:
         raise GlassformerError("nothing to translate: give sentences or --input FILE")
-    for s in sentences:
-        encode(tok, s, cfg)
+    for s, place in zip(sentences, where, strict=True):
+        try:
+            encode(tok, s, cfg)
+        except GlassformerError as e:
+            raise GlassformerError(f"{place}: {e}") from None
     model = inference.torch_engine(cfg, params, dtype)
     show = args.progress or sys.stderr.isatty()
     # Each translation is printed as soon as it and those before it are known; a blank input
     # line gives a blank output line, so that outputs stay aligned with inputs.
     cut: set[int] = set()  # sentences that reached max_len before an end token
     translations = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
-    where = []  # each sentence's place in the input, as the note below names it
     with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
-        for n, line in enumerate(lines):
+        for line in lines:
             text = next(translations) if line.strip() else ""
-            if line.strip():
-                k = n - len(args.text) + 1
-                where.append(f"sentence {n + 1}" if k < 1 else f"{args.input} line {k}")
             with bar.external_write_mode():
                 print(text, flush=True)
             bar.update(bool(line.strip()))
