@@ -4,6 +4,10 @@ Both models are trained on exactly the same batches (one `PairBatches` plan from
 the same tokenizer, the same number of steps), then scored on all 1,000 `eng-spa-valid` pairs:
 validation loss per target token (plain cross-entropy, no smoothing), nats per target word (a
 figure that compares across tokenizers), and greedy sacreBLEU / chrF on free-running output.
+glassformer's runs are also scored on the validation sources typed in a hurry (lower case, no
+closing punctuation: how people type into a translator), against the same sources as written,
+with case and closing punctuation ignored on both sides (`hurried_scores`); the training noise
+options `lowercase_prob` / `no_end_prob` are meant to close that gap.
 
 The peer is what a plain PyTorch script writes (the recipe of the "MT baseline" in
 shared/reference/performance.md): one embedding shared by source, target and the tied output
@@ -39,7 +43,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from glassformer import data as D  # noqa: E402
-from glassformer import metrics  # noqa: E402
+from glassformer import inference, metrics, weights  # noqa: E402
 from glassformer import train as T  # noqa: E402
 from glassformer.config import Config, preset  # noqa: E402
 from glassformer.tasks import prepare_task  # noqa: E402
@@ -197,6 +201,7 @@ LIMIT = [0]
 def _task(cfg: Config, tcfg, tokenizer: str, vocab: int):
     """One tokenizer and one set of batches per (tokenizer, max_tokens, seed): runs share them."""
     key = (tokenizer, vocab, tcfg.max_tokens, tcfg.seed, cfg.max_len)
+    key += (tcfg.lowercase_prob, tcfg.no_end_prob)  # the training noise: other forms of pairs
     if key not in _TASKS:
         t0 = time.perf_counter()
         _TASKS[key] = prepare_task(
@@ -227,6 +232,8 @@ def _task(cfg: Config, tcfg, tokenizer: str, vocab: int):
         task.train.eos_id,
         tcfg.max_tokens,
         seed=tcfg.seed,
+        alternates=task.train.forms[1:],
+        weights=task.train.weights[1:],
     )
     return fitted, dataclasses.replace(task, train=batches)
 
@@ -261,14 +268,33 @@ def run_glassformer(name, overrides, args, out_dir) -> dict:
         "bleu": last["bleu"],
         "chrf": last["chrf"],
         "wall_s": wall,
-        "params": sum(p.size for p in _params(out_dir / name)),
-    }
+        "params": sum(p.size for p in weights.load(out_dir / name)[1].values()),
+    } | hurried_scores(out_dir / name, task.valid_pairs, args.device)
 
 
-def _params(path):
-    from glassformer import weights
+def hurried(text: str) -> str:
+    """A sentence as people type it in a hurry: lower case, no closing punctuation."""
+    return D.strip_end(text.lower())
 
-    return weights.load(path)[1].values()
+
+def hurried_scores(path, pairs, device: str) -> dict:
+    """Greedy BLEU / chrF of the validation sources as typed (`clean_*`) and typed in a hurry
+    (`hurried_*`), both scored after `hurried()` on hypothesis and reference alike, so that case
+    and closing punctuation never count (a model that copies the typing style is not penalised,
+    one that keeps proper case is not either); `*_cut`: translations that reached max_len."""
+    cfg, params, tok = weights.load(path)
+    model = inference.torch_engine(cfg, params, "float32").to(device)
+    refs = [hurried(t) for _, t in pairs]
+    out = {}
+    for name, srcs in (
+        ("clean", [s for s, _ in pairs]),
+        ("hurried", [hurried(s) for s, _ in pairs]),
+    ):
+        cut: set[int] = set()
+        hyps = list(inference.translate_iter(model, tok, srcs, beam=1, cut=cut))
+        scores = metrics.translation_scores([hurried(h) for h in hyps], refs)
+        out |= {f"{name}_bleu": scores.bleu, f"{name}_chrf": scores.chrf, f"{name}_cut": len(cut)}
+    return out
 
 
 # The plain script's own peak learning rate (its recipe in shared/reference/performance.md),
@@ -357,6 +383,14 @@ def _print(r: dict, base: dict) -> None:
         f"  {r['wall_s']:6.0f} s  {r['params']:,} params  {' '.join(r['overrides'])}",
         flush=True,
     )
+    if "hurried_bleu" in r:
+        print(
+            f"  {'':<22} case and closing punctuation ignored: BLEU / chrF as typed "
+            f"{r['clean_bleu']:5.2f} / {r['clean_chrf']:5.2f} ({r['clean_cut']} ran to max_len), "
+            f"typed in a hurry {r['hurried_bleu']:5.2f} / {r['hurried_chrf']:5.2f} "
+            f"({r['hurried_cut']} ran to max_len)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

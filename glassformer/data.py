@@ -204,6 +204,39 @@ class LMBatches:
             raise DataError(f"LMBatches state has a bad 'rng' entry ({e}); save it again") from None
 
 
+# -- other forms of a pair (training noise) ----------------------------------------------------
+
+
+def strip_end(text: str) -> str:
+    """The sentence as people type it in a hurry: without its closing . ! ? or … (and without a
+    Spanish opening ¿ or ¡ at its start). A text that would be left empty is kept whole."""
+    out = text.rstrip().rstrip(".!?…").rstrip().lstrip("¿¡")
+    return out or text
+
+
+def pair_forms(
+    pairs: Sequence[tuple[str, str]], lowercase: float, no_end: float
+) -> tuple[list[list[tuple[str, str]]], list[float]]:
+    """Other forms of translation pairs, for `PairBatches(alternates=, weights=)`: a pair is shown
+    lower-cased on both sides with probability `lowercase`, without its closing punctuation on
+    both sides (`strip_end`) with probability `no_end`, independently. Returns the forms that can
+    occur (lower-cased, unpunctuated, both) and the probability of each."""
+    for name, p in (("lowercase", lowercase), ("no_end", no_end)):
+        if not 0 <= p <= 1:
+            raise DataError(f"{name} must be a probability in [0, 1], got {p}")
+    forms, weights = [], []
+    for lower, bare, w in (
+        (True, False, lowercase * (1 - no_end)),
+        (False, True, (1 - lowercase) * no_end),
+        (True, True, lowercase * no_end),
+    ):
+        if w > 0:
+            form = [(s.lower(), t.lower()) if lower else (s, t) for s, t in pairs]
+            forms.append([(strip_end(s), strip_end(t)) for s, t in form] if bare else form)
+            weights.append(w)
+    return forms, weights
+
+
 class _Epochs:
     """Shared epoch logic: a plan (list of index arrays) per epoch, seeded by (seed, epoch), so the
     whole state is (seed, epoch, position) and any epoch can be rebuilt without replaying."""
@@ -287,8 +320,14 @@ class PairBatches(_Epochs):
     cut into batches whose padded size B * max(size) stays <= max_tokens (a lone example larger
     than the budget is a batch of one). Batch order is shuffled each epoch.
 
+    `alternates` (optional): other forms of every pair, each a (src, tgt) list as long as the
+    originals (e.g. lower-cased: `pair_forms`), and `weights`, the probability of each. Each
+    shuffled epoch shows every example once, in one form drawn anew from (seed, epoch): the
+    original with probability 1 - sum(weights). An unshuffled pass shows the originals.
+
     `next()` -> {"src", "src_valid" (B, S); "tgt_in", "tgt_out", "tgt_valid" (B, T); "index" (B,)
-    the example numbers; "n_tokens" the real target tokens (int)}.
+    the example numbers; "form" (B,) the form shown (0 the original, k the k-th alternate);
+    "n_tokens" the real target tokens (int)}.
     """
 
     _kind = "pairs"
@@ -303,39 +342,62 @@ class PairBatches(_Epochs):
         max_tokens: int,
         seed: int = 0,
         shuffle: bool = True,
+        alternates: Sequence[tuple[Sequence[Sequence[int]], Sequence[Sequence[int]]]] = (),
+        weights: Sequence[float] = (),
     ) -> None:
         if len(src) != len(tgt):
             raise DataError(f"src has {len(src)} sequences but tgt has {len(tgt)}; pair them up")
         _check_positive(max_tokens=max_tokens)
-        self.src, self.tgt = _sequences(src, "src"), _sequences(tgt, "tgt", empty_ok=True)
+        if len(weights) != len(alternates):
+            raise DataError(f"{len(alternates)} alternates, {len(weights)} weights: give one each")
+        if not all(0 <= w <= 1 for w in weights) or sum(weights) > 1 + 1e-9:
+            raise DataError(f"weights must be probabilities summing to at most 1, got {weights}")
+        forms = [(src, tgt), *alternates]
+        self.forms = [
+            (_sequences(s, f"src{k or ''}"), _sequences(t, f"tgt{k or ''}", empty_ok=True))
+            for k, (s, t) in enumerate(forms)
+        ]
+        for k, (s, t) in enumerate(self.forms[1:], start=1):
+            if not len(s) == len(t) == len(src):
+                raise DataError(f"alternate {k} has {len(s)}/{len(t)} sequences, not {len(src)}")
+        self.src, self.tgt = self.forms[0]
+        self.weights = [1 - sum(weights), *weights]
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.max_tokens = max_tokens
-        sizes = [max(len(s), len(t) + 1) for s, t in zip(self.src, self.tgt, strict=True)]
-        self.sizes = np.array(sizes)
+        self.sizes = np.array(  # (forms, n)
+            [[max(len(s), len(t) + 1) for s, t in zip(*f, strict=True)] for f in self.forms]
+        )
         super().__init__(len(self.src), seed, shuffle)
 
     def _plan(self, rng: np.random.Generator | None) -> list[np.ndarray]:
+        """Batches of codes form * n + example (the original form: the example number)."""
         order = np.arange(self.n) if rng is None else rng.permutation(self.n)
-        chunk = max(1, int(100 * self.max_tokens / self.sizes.mean()))
+        if rng is not None and len(self.forms) > 1:
+            order = order + self.n * rng.choice(len(self.forms), size=self.n, p=self.weights)
+        sizes = self.sizes.reshape(-1)  # by code
+        chunk = max(1, int(100 * self.max_tokens / self.sizes[0].mean()))
         batches: list[np.ndarray] = []
         for start in range(0, self.n, chunk):
             part = order[start : start + chunk]
-            part = part[np.argsort(self.sizes[part], kind="stable")]
+            part = part[np.argsort(sizes[part], kind="stable")]
             first, longest = 0, 0
             for k, i in enumerate(part):
-                longest = max(longest, self.sizes[i])
+                longest = max(longest, sizes[i])
                 if k > first and (k - first + 1) * longest > self.max_tokens:
                     batches.append(part[first:k])
-                    first, longest = k, self.sizes[i]
+                    first, longest = k, sizes[i]
             batches.append(part[first:])
         if rng is not None:
             batches = [batches[k] for k in rng.permutation(len(batches))]
         return batches
 
-    def _collate(self, index: np.ndarray) -> dict:
-        src, src_valid = _pad([self.src[i] for i in index], self.pad_id)
-        tgt_in, tgt_valid = _pad([[self.bos_id, *self.tgt[i]] for i in index], self.pad_id)
-        tgt_out, _ = _pad([[*self.tgt[i], self.eos_id] for i in index], self.pad_id)
+    def _collate(self, codes: np.ndarray) -> dict:
+        form, index = np.divmod(codes, self.n)
+        src = [self.forms[f][0][i] for f, i in zip(form, index, strict=True)]
+        tgt = [self.forms[f][1][i] for f, i in zip(form, index, strict=True)]
+        src, src_valid = _pad(src, self.pad_id)
+        tgt_in, tgt_valid = _pad([[self.bos_id, *t] for t in tgt], self.pad_id)
+        tgt_out, _ = _pad([[*t, self.eos_id] for t in tgt], self.pad_id)
         return {
             "src": src,
             "src_valid": src_valid,
@@ -343,6 +405,7 @@ class PairBatches(_Epochs):
             "tgt_out": tgt_out,
             "tgt_valid": tgt_valid,
             "index": index.astype(np.int64),
+            "form": form.astype(np.int64),
             "n_tokens": int(tgt_valid.sum()),
         }
 

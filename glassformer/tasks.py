@@ -184,9 +184,14 @@ def prepare_task(
         common = dict(
             pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, max_tokens=tcfg.max_tokens
         )
+        noise = {}  # other forms of the training pairs, shown at random (TrainConfig)
+        if tcfg.lowercase_prob or tcfg.no_end_prob:
+            forms, weights = D.pair_forms(pairs, tcfg.lowercase_prob, tcfg.no_end_prob)
+            alternates = [(ids([s for s, _ in f]), tids([t for _, t in f])) for f in forms]
+            noise = dict(alternates=alternates, weights=weights)
         task = Task(
             "translate",
-            D.PairBatches(src, tgt, seed=tcfg.seed, **common),
+            D.PairBatches(src, tgt, seed=tcfg.seed, **common, **noise),
             D.PairBatches(vsrc, vtgt, seed=0, shuffle=False, **common),
             tok,
             valid_pairs=valid_pairs,

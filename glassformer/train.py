@@ -61,6 +61,10 @@ class TrainConfig:
     eval_interval: int = 250
     eval_iters: int = 20  # lm: validation batches per evaluation
     eval_sentences: int = 200  # translate: validation sentences decoded per periodic evaluation
+    # translate, training noise: the chance that a pair is shown lower-cased on both sides, and
+    # without its closing punctuation on both sides, drawn anew each epoch (data.pair_forms)
+    lowercase_prob: float = 0.0
+    no_end_prob: float = 0.0
     max_minutes: float = 0.0  # > 0: a wall-clock budget; the schedule decays by time or steps
     keep_snapshots: int = 0  # keep the weights of the last k evaluations (export --average k)
     init: Literal["gpt2", "xavier"] = "gpt2"  # how a new model's weights are drawn (init_weights)
@@ -92,6 +96,9 @@ class TrainConfig:
         for name in ("beta1", "beta2", "dropout", "label_smoothing"):
             if not 0 <= getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        for name in ("lowercase_prob", "no_end_prob"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 <= self.embed_std < 10:
             raise ConfigError(f"embed_std must be in [0, 10), got {self.embed_std}")
 

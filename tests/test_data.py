@@ -19,10 +19,12 @@ from glassformer.data import (
     LMBatches,
     PairBatches,
     language_id,
+    pair_forms,
     read_pairs,
     read_text,
     resolve,
     split_text,
+    strip_end,
     truncate,
 )
 from glassformer.errors import GlassformerError
@@ -485,6 +487,100 @@ def test_pairs_set_state_checks_the_data():
     with pytest.raises(DataError, match="position 999 is past"):
         batches.set_state(before | {"position": 999})
     assert batches.state() == before  # a refused state changes nothing
+
+
+def test_strip_end_and_pair_forms_as_people_type():
+    assert strip_end("Where is the station?") == "Where is the station"
+    assert strip_end("¿Dónde está la estación?") == "Dónde está la estación"
+    assert strip_end("¡Hola!") == "Hola" and strip_end("Wait... ") == "Wait"
+    assert strip_end("Tom, ¿estás bien?") == "Tom, ¿estás bien"  # only a leading ¿ goes
+    assert strip_end('He said "Hi."') == 'He said "Hi."'  # a quote closes it: left as it is
+    assert strip_end("?!") == "?!"  # nothing would be left
+    pairs = [("Hello world.", "Hola mundo."), ("Why?", "¿Por qué?")]
+    forms, weights = pair_forms(pairs, 0.2, 0.5)
+    assert forms == [
+        [("hello world.", "hola mundo."), ("why?", "¿por qué?")],
+        [("Hello world", "Hola mundo"), ("Why", "Por qué")],
+        [("hello world", "hola mundo"), ("why", "por qué")],
+    ]
+    assert weights == pytest.approx([0.2 * 0.5, 0.8 * 0.5, 0.2 * 0.5])
+    assert pair_forms(pairs, 0, 0) == ([], [])
+    assert pair_forms(pairs, 0.3, 0)[0] == [forms[0]]
+    with pytest.raises(DataError, match="no_end must be a probability"):
+        pair_forms(pairs, 0.1, 1.5)
+
+
+def _forms(src, tgt):
+    """Two recognisable alternates of each pair: ids + 100, and the target reversed."""
+    return [
+        ([[t + 100 for t in s] for s in src], [[t + 100 for t in s] for s in tgt]),
+        (src, [s[::-1] for s in tgt]),
+    ]
+
+
+def test_pairs_with_alternates_show_each_example_once_an_epoch_in_a_drawn_form():
+    src, tgt = _pairs(3000, longest=12)
+    forms = [(src, tgt), *_forms(src, tgt)]
+    weights = [0.3, 0.1]
+    batches = PairBatches(src, tgt, PAD, BOS, EOS, 300, 5, alternates=forms[1:], weights=weights)
+    seen = []
+    for epoch in range(2):
+        shown = []
+        while batches.epoch == epoch:
+            batch = batches.next()
+            for f in set(batch["form"].tolist()):  # each row is its form's pair, padded
+                rows = batch["form"] == f
+                part = {k: v[rows] if k in ("index", "form") else v for k, v in batch.items()}
+                _check_rows(part, rows, *forms[f])
+            shown += zip(batch["index"].tolist(), batch["form"].tolist(), strict=True)
+        assert sorted(i for i, _ in shown) == list(range(3000))  # every example once
+        counts = np.bincount([f for _, f in shown], minlength=3) / 3000
+        # binomial: 3 standard deviations at n = 3000 are < 0.026
+        assert counts == pytest.approx([0.6, 0.3, 0.1], abs=0.026)
+        seen.append(dict(shown))
+    assert seen[0] != seen[1]  # drawn anew each epoch
+    plain = [b["form"] for b in batches.epoch_batches()]
+    assert all((f == 0).all() for f in plain)  # an unshuffled pass shows the originals
+
+
+def _check_rows(batch: dict, rows, src, tgt) -> None:
+    """_check_pair_batch for the rows of one form inside a batch padded for all its rows."""
+    for b, i in zip(np.flatnonzero(rows), batch["index"], strict=True):
+        s, t = len(src[i]), len(tgt[i]) + 1
+        assert batch["src"][b, :s].tolist() == src[i] and (batch["src"][b, s:] == PAD).all()
+        assert batch["tgt_in"][b, :t].tolist() == [BOS, *tgt[i]]
+        assert batch["tgt_out"][b, :t].tolist() == [*tgt[i], EOS]
+        assert batch["tgt_valid"][b].sum() == t
+
+
+def test_pairs_with_alternates_resume_exactly_and_without_them_are_unchanged():
+    src, tgt = _pairs(300)
+    kw = dict(alternates=_forms(src, tgt), weights=[0.25, 0.25])
+    a = PairBatches(src, tgt, PAD, BOS, EOS, 200, 3, **kw)
+    for _ in range(40):
+        a.next()
+    b = PairBatches(src, tgt, PAD, BOS, EOS, 200, 3, **kw)
+    b.set_state(a.state())
+    _same_batches([b.next() for _ in range(60)], [a.next() for _ in range(60)])
+    never = PairBatches(
+        src, tgt, PAD, BOS, EOS, 200, 3, alternates=kw["alternates"][:1], weights=[0]
+    )
+    assert not any(never.next()["form"].any() for _ in range(len(never) + 5))
+
+
+@pytest.mark.parametrize(
+    "alternates, weights, match",
+    [
+        ([([[1]], [[1]])], [], "1 alternates, 0 weights"),
+        ([([[1]], [[1]])], [1.5], "probabilities summing to at most 1"),
+        ([([[1]], [[1]]), ([[1]], [[1]])], [0.6, 0.6], "probabilities summing to at most 1"),
+        ([([[1], [2]], [[1], [2]])], [0.5], "alternate 1 has 2/2 sequences, not 1"),
+        ([([[]], [[1]])], [0.5], r"src1\[0\] is an empty sequence"),
+    ],
+)
+def test_pairs_refuse_bad_alternates(alternates, weights, match):
+    with pytest.raises(DataError, match=match):
+        PairBatches([[1]], [[1]], PAD, BOS, EOS, 10, alternates=alternates, weights=weights)
 
 
 # ClassBatches

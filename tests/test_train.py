@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 from glassformer import data as D  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
-from glassformer.config import Config  # noqa: E402
+from glassformer.config import Config, ConfigError  # noqa: E402
 from glassformer.tasks import Task, prepare_task  # noqa: E402
 from glassformer.tokenizer import CharTokenizer, MetaspaceBPETokenizer  # noqa: E402
 from glassformer.train import TrainConfig, lr_at, param_groups, train  # noqa: E402
@@ -382,6 +382,29 @@ def test_prepare_translate_with_sp_bpe(corpora):
     batch, pairs = task.train.next(), D.read_pairs(pairs)
     for row, valid, k in zip(batch["src"], batch["src_valid"], batch["index"], strict=True):
         assert tok.decode(row[valid].tolist()) == pairs[k][0]  # one vocabulary, both sides
+
+
+def test_prepare_translate_with_noise_shows_the_pairs_in_other_forms(corpora):
+    """lowercase_prob / no_end_prob: each training row decodes to its pair in the form its "form"
+    column names (oracle: data.pair_forms on the text); validation stays the original pairs."""
+    cfg = Config(arch="encoder-decoder", vocab_size=1, **TINY)
+    tcfg = TrainConfig(task="translate", max_tokens=256, lowercase_prob=0.3, no_end_prob=0.5)
+    path = str(corpora / "pairs.tsv")
+    cfg, task = prepare_task("translate", cfg, tcfg, path, tokenizer_kind="sp-bpe", vocab_size=600)
+    tok, pairs = task.tokenizer, D.read_pairs(path)
+    forms = [pairs, *D.pair_forms(pairs, 0.3, 0.5)[0]]
+    shown = set()
+    for _ in range(len(task.train)):
+        b = task.train.next()
+        for k in range(len(b["index"])):
+            src, tgt = forms[b["form"][k]][b["index"][k]]
+            assert tok.decode(b["src"][k][b["src_valid"][k]].tolist()) == src
+            assert tok.decode(b["tgt_out"][k][b["tgt_valid"][k]].tolist()[:-1]) == tgt
+            shown.add(int(b["form"][k]))
+    assert shown == {0, 1, 2, 3}
+    assert all((b["form"] == 0).all() for b in task.valid.epoch_batches())
+    with pytest.raises(ConfigError, match=r"no_end_prob must be in \[0, 1\], got 2.0"):
+        TrainConfig(task="translate", no_end_prob=2.0)
 
 
 def test_cli_train_accepts_sp_bpe(capsys, corpora, tmp_path):
