@@ -21,6 +21,7 @@ and its translate recipe; `--variant NAME:key=value,...` adds more glassformer r
 Config / TrainConfig fields (or `tokenizer=bpe|sp-bpe`), to measure which recipe choices matter.
 
     .venv/bin/python benchmarks/translate_quality_per_step.py --steps 600
+    .venv/bin/python benchmarks/translate_quality_per_step.py --score models/en-es --threads 1
     python benchmarks/translate_quality_per_step.py --device cuda --bf16 --steps 600 \\
         --variant old:share_embeddings=false,embed_scale=false,positions=learned
 """
@@ -351,8 +352,27 @@ def main() -> None:
     ap.add_argument("--no-default", action="store_true", help="only the --variant runs")
     ap.add_argument("--json", help="write the results here")
     ap.add_argument("--valid-limit", type=int, default=0, help="score only the first N pairs")
+    ap.add_argument(
+        "--score",
+        metavar="CKPT",
+        help="train nothing: score this translator on the validation sources as typed and typed "
+        "in a hurry (greedy, case and closing punctuation ignored)",
+    )
     args = ap.parse_args()
     LIMIT[0] = args.valid_limit
+    if args.score:
+        pairs = D.read_pairs("eng-spa-valid")[: args.valid_limit or None]
+        if args.threads:
+            torch.set_num_threads(args.threads)
+        r = hurried_scores(args.score, pairs, args.device)
+        print(
+            f"{args.score} on {len(pairs)} eng-spa-valid pairs, greedy, case and closing "
+            f"punctuation ignored: BLEU / chrF as typed {r['clean_bleu']:5.2f} / "
+            f"{r['clean_chrf']:5.2f} ({r['clean_cut']} ran to max_len), typed in a hurry "
+            f"{r['hurried_bleu']:5.2f} / {r['hurried_chrf']:5.2f} ({r['hurried_cut']} ran to "
+            "max_len)"
+        )
+        return
     print(
         f"quality per step: {args.steps} steps, device {args.device}, bf16 {args.bf16}, "
         f"tokenizer {args.tokenizer} {args.vocab}, seed {args.seed}"
