@@ -11,7 +11,7 @@ import pytest
 
 from glassformer import reference as R
 from glassformer.cli import main
-from glassformer.cli.common import STRATEGY_RULE
+from glassformer.cli.decoding import STRATEGY_RULE
 from glassformer.decode import beam_search, sample
 
 

@@ -34,7 +34,8 @@ anywhere among a command's positional arguments.
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
 (walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
 attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
-init, export, import-hf, export-hf, embed, classify) and `serve`; `common` holds what they share.
+init, export, import-hf, export-hf, embed, classify) and `serve`; `common` holds what they
+share, `decoding` the decoding options and running them.
 """
 
 from __future__ import annotations

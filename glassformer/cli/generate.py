@@ -10,18 +10,20 @@ import sys
 from glassformer import inference
 from glassformer.cli.common import (
     bos,
-    choose_strategy,
-    decoding_args,
     dtype_arg,
     encode,
     engine_dtype,
     input_lines,
     integer,
     load_model,
-    max_new_tokens,
     note,
-    note_cut,
     read_text,
+)
+from glassformer.cli.decoding import (
+    choose_strategy,
+    decoding_args,
+    max_new_tokens,
+    note_cut,
     run_decoding,
 )
 from glassformer.errors import GlassformerError

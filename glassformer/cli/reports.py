@@ -11,19 +11,21 @@ from glassformer.cli.common import (
     SEED,
     bos,
     check_report_outputs,
-    choose_strategy,
     class_names,
-    decoding_args,
     encode,
-    given_decoding_options,
     integer,
     load_model,
-    max_new_tokens,
     note,
     report_args,
+    write_outputs,
+)
+from glassformer.cli.decoding import (
+    choose_strategy,
+    decoding_args,
+    given_decoding_options,
+    max_new_tokens,
     run_decoding,
     stop_reason,
-    write_outputs,
 )
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens

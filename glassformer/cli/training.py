@@ -13,10 +13,10 @@ from glassformer.cli.common import (
     last_step,
     load_model,
     need_torch,
-    note_cut,
     output_folder,
     overwrite_arg,
 )
+from glassformer.cli.decoding import note_cut
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
 
