@@ -276,24 +276,33 @@ def test_numpy_parts_work_without_torch(tmp_path):
 
 
 def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
-    """The shipped translator never ends "hi" (lower case, no full stop: unlike every training
-    pair it repeats a word up to max_len); the command says so, naming where it is, and stays
-    quiet when every translation ends (tests/test_inference.py checks the cut set itself)."""
+    """The shipped translator never ends some short inputs unlike any training pair ("hmm": it
+    repeats a piece up to max_len); the command says so, naming where each is, and stays quiet
+    when every translation ends. Which input never ends is found with `translate_iter(cut=)`
+    (tests/test_inference.py checks it against one-sentence greedy and beam search)."""
     pytest.importorskip("torch")
     from pathlib import Path
 
+    from glassformer import inference, loading
+
     en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
+    cfg, params, tok = loading.load(en_es)
+    candidates, cut = ["hmm", "hi", "zzz", "mmm", "ha ha ha"], set()
+    model = inference.torch_engine(cfg, params)
+    list(inference.translate_iter(model, tok, candidates, beam=1, cut=cut))
+    assert cut, f"the shipped translator ends all of {candidates}: pick another input"
+    never = candidates[min(cut)]
     f = tmp_path / "in.txt"
-    f.write_text("Hello!\n\nhi\n")
-    code, out, err = run(capsys, "translate", str(en_es), "hi", "--input", str(f), "--beam", "1")
+    f.write_text(f"Hello!\n\n{never}\n")
+    code, out, err = run(capsys, "translate", str(en_es), never, "--input", str(f), "--beam", "1")
     assert code == 0, err
     first, _, blank, third, end = out.split("\n")
-    assert first == third and len(first.split()) > 20 and blank == end == ""
+    assert first == third and blank == end == ""
     assert err.count("\n") == 1 and "2 of 3 translation(s) reached the decoder's max_len 64" in err
     assert f"(sentence 1; {f}, line 3)" in err
     code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
     assert (code, out, err) == (0, "¡Hola!\n", "")
-    (tmp_path / "pairs.tsv").write_text("Hello!\t¡Hola!\nhi\thola\n")
+    (tmp_path / "pairs.tsv").write_text(f"Hello!\t¡Hola!\n{never}\thola\n")
     code, out, err = run(capsys, "eval", str(en_es), "--data", str(tmp_path / "pairs.tsv"))
     assert code == 0 and "| 2 sentences" in out
     assert "1 of 2 translation(s) reached the decoder's max_len 64" in err and "(pair 2)" in err
