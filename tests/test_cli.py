@@ -297,7 +297,7 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     code, out, err = run(capsys, "translate", str(en_es), never, "--input", str(f), "--beam", "1")
     assert code == 0, err
     first, _, blank, third, end = out.split("\n")
-    assert first == third and blank == end == ""
+    assert first == third and len(first) > 40 and blank == end == ""  # a runaway translation
     assert err.count("\n") == 1 and "2 of 3 translation(s) reached the decoder's max_len 64" in err
     assert f"(sentence 1; {f}, line 3)" in err
     code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
