@@ -147,11 +147,14 @@ class Hypothesis:
 
 @dataclass
 class BeamResult:
-    """The best hypothesis, every finished one, and the beam after each step (for explaining)."""
+    """The best hypothesis, every finished one, and the beam after each step (for explaining).
+    `ranked`: the finished hypotheses and those still live at the end, best score first (the
+    n-best list; `best` is its first)."""
 
     best: Hypothesis
     finished: list[Hypothesis]
     steps: list[list[Hypothesis]]
+    ranked: list[Hypothesis] = field(default_factory=list)
 
     @property
     def ids(self) -> list[int]:
@@ -232,9 +235,10 @@ class Beam:
             self._stopped = True
 
     def result(self) -> BeamResult:
-        # Hypotheses still live at the length limit compete with the finished ones.
-        best = max(self.finished + self.alive, key=lambda h: h.score(self.length_penalty))
-        return BeamResult(best, self.finished, self.steps)
+        # Hypotheses still live at the length limit compete with the finished ones (a stable
+        # sort: the first of equal scores stays first, as max() would choose it).
+        ranked = sorted(self.finished + self.alive, key=lambda h: -h.score(self.length_penalty))
+        return BeamResult(ranked[0], self.finished, self.steps, ranked)
 
 
 def beam_search(

@@ -5,7 +5,7 @@ evaluation, the explorer): build the PyTorch engine in a dtype (float64, float32
 `quantize.py`), choose an engine's step function, run a decoding strategy over it, continue many
 decoder prompts at once (batched greedy, left-padded into one KV cache), translate sentences
 (batched greedy, or batched beam search: many sentences' hypotheses in one shared KV cache, each
-sentence searched by its own `decode.Beam`), embed and classify.
+sentence searched by its own `decode.Beam`; its n-best list if asked), embed and classify.
 `decode.py` below it knows nothing of engines; this module joins the two.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths
@@ -16,6 +16,7 @@ reading user text or files, checks that name command-line flags beyond these, pr
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -130,6 +131,64 @@ def translate_iter(
     sentence whose translation reached the length limit before an end token (cut short, or
     repeating itself), by the time that translation is yielded.
     """
+    args = (beam, batch_size, max_len, length_penalty, window, cut)
+    for ids in _decoded(model, tok, sentences, *args):
+        yield tok.decode(ids)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One translation of an n-best list: the text, the score beam search ranks by (logprob /
+    tokens^length_penalty), the summed log-probability of its tokens (the end token included
+    when it has one), and whether it ended with the end token."""
+
+    text: str
+    score: float
+    logprob: float
+    n_tokens: int
+    finished: bool
+
+
+def translate_nbest_iter(
+    model,
+    tok,
+    sentences: list[str],
+    n_best: int,
+    beam: int = 4,
+    batch_size: int = 64,
+    max_len: int | None = None,
+    length_penalty: float = 1.0,
+    window: int | None = None,
+) -> Iterator[list[Candidate]]:
+    """Each sentence's `n_best` best translations from a beam of `beam` (best first, the first
+    being `translate_iter`'s translation), yielded in input order as `translate_iter` yields.
+
+    A beam keeps at most `beam` finished hypotheses, so `n_best` may not exceed it; a sentence
+    yields fewer when its beam ended with fewer candidates."""
+    if not 1 <= n_best <= beam:
+        raise GlassformerError(
+            f"n_best must be between 1 and the beam width ({beam}), got {n_best}; "
+            "widen the beam to see more candidates"
+        )
+    args = (beam, batch_size, max_len, length_penalty, window, None)
+    for result in _decoded(model, tok, sentences, *args, keep_beams=True):
+        yield [
+            Candidate(
+                tok.decode(h.ids[1:]),
+                h.score(length_penalty),
+                h.logprob,
+                h.n_generated,
+                h.finished,
+            )
+            for h in result.ranked[:n_best]
+        ]
+
+
+def _decoded(
+    model, tok, sentences, beam, batch_size, max_len, length_penalty, window, cut, keep_beams=False
+):
+    """translate_iter's work: each sentence's generated ids (or, with keep_beams, its whole
+    `decode.BeamResult`, by beam search even at width 1), in input order."""
     cfg = model.cfg
     limit = max_len or cfg.max_len
     window = window or 8 * batch_size
@@ -137,15 +196,16 @@ def translate_iter(
     pad = tok.pad_id or 0
     for w0 in range(0, len(srcs), window):
         order = sorted(range(w0, min(w0 + window, len(srcs))), key=lambda i: len(srcs[i]))
-        done: dict[int, list[int]] = {}
+        done: dict[int, object] = {}
         next_out = w0
         for b0 in range(0, len(order), batch_size):
             chunk = order[b0 : b0 + batch_size]
             batch = [srcs[i] for i in chunk]
-            if beam > 1:
+            if beam > 1 or keep_beams:
                 args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
                 results = beam_batch(model, batch, *args)
-                outs, ended = [r.ids[1:] for r in results], [r.best.finished for r in results]
+                outs = results if keep_beams else [r.ids[1:] for r in results]
+                ended = [r.best.finished for r in results]
             else:
                 outs = greedy_batch(model, batch, pad, tok.bos_id, tok.eos_id, limit - 1)
                 ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
@@ -153,7 +213,7 @@ def translate_iter(
             if cut is not None:
                 cut.update(i for i, e in zip(chunk, ended, strict=True) if not e)
             while next_out in done:
-                yield tok.decode(done.pop(next_out))
+                yield done.pop(next_out)
                 next_out += 1
 
 

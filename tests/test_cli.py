@@ -322,3 +322,37 @@ def test_translate_input_as_people_write_it(capsys, tmp_path):
     assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + the final newline
     code, alone, _ = run(capsys, "translate", str(en_es), "Hello!", "Thank you.", "--beam", "1")
     assert alone.split("\n")[:2] == [lines[0], lines[2]]  # the BOM changed nothing
+
+
+def test_translate_n_best_prints_each_sentences_candidates(capsys, tmp_path):
+    """--n-best K: K lines a sentence, N<TAB>score<TAB>log-probability<TAB>text, N the input line
+    (blank lines skipped, still counted), the first candidate the plain translation, ranked by
+    score = log-probability / tokens; more than the beam is refused in one line."""
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from glassformer import loading
+
+    en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
+    f = tmp_path / "in.txt"
+    f.write_text("Thank you.\n\nGood morning.\n")
+    code, plain, err = run(capsys, "translate", str(en_es), "Hello!", "--input", str(f))
+    assert code == 0, err
+    code, out, err = run(
+        capsys, "translate", str(en_es), "Hello!", "--input", str(f), "--n-best", "3"
+    )
+    assert (code, err) == (0, "")
+    rows = [line.split("\t") for line in out.splitlines()]
+    assert [r[0] for r in rows] == ["1"] * 3 + ["2"] * 3 + ["4"] * 3
+    assert [rows[i][3] for i in (0, 3, 6)] == [t for t in plain.splitlines() if t]
+    tok = loading.load(en_es)[2]
+    for n in range(3):
+        scores = [float(r[1]) for r in rows[3 * n : 3 * n + 3]]
+        assert scores == sorted(scores, reverse=True)
+        assert len({r[3] for r in rows[3 * n : 3 * n + 3]}) == 3
+    for r in rows:
+        n_tokens = len(tok.encode(r[3])) + 1  # and the end token
+        assert float(r[1]) == pytest.approx(float(r[2]) / n_tokens, abs=1e-3)
+    code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--n-best", "5")
+    assert (code, out) == (2, "") and err.count("\n") == 1
+    assert "--n-best 5 is more than the beam width 4" in err and "--beam 5" in err

@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch")
 from glassformer import decode, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
+from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.inference import (  # noqa: E402
     _top,
     _topk_blocks,
@@ -19,6 +20,7 @@ from glassformer.inference import (  # noqa: E402
     greedy_batch,
     translate,
     translate_iter,
+    translate_nbest_iter,
 )
 from glassformer.tokenizer import WordTokenizer  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
@@ -221,3 +223,48 @@ def test_translate_iter_names_the_translations_cut_at_the_length_limit(toy, beam
         texts = list(translate_iter(model, tok, sentences, beam, batch_size, cut=cut))
         assert cut == want
         assert texts == translate(model, tok, sentences, beam)
+
+
+def teacher_forced_logprob(cfg, params, src, ids) -> float:
+    """The reference engine's summed log-probability of `ids` (after BOS) given `src`."""
+    logits = R.forward(params, cfg, [BOS, *ids[:-1]], src_ids=src)
+    z = logits - logits.max(-1, keepdims=True)
+    logp = z - np.log(np.exp(z).sum(-1, keepdims=True))
+    return float(sum(logp[i, t] for i, t in enumerate(ids)))
+
+
+@pytest.mark.parametrize("length_penalty", [0.6, 1.0])
+def test_nbest_lists_the_beams_candidates_scored_as_the_reference_engine_scores_them(
+    toy, length_penalty
+):
+    """Each n-best list starts with translate_iter's translation, is ranked by score, and each
+    candidate's log-probability is the reference engine's, teacher-forced, for those tokens;
+    the candidates are the one-sentence beam search's finished and still-live hypotheses."""
+    cfg, params, model, srcs = toy
+    vocab, tok = toy_words()
+    sentences = [" ".join(vocab[t] for t in s) for s in srcs]
+    L = cfg.max_len
+    plain = translate(model, tok, sentences, beam=4, length_penalty=length_penalty)
+    got = list(translate_nbest_iter(model, tok, sentences, 4, 4, 3, None, length_penalty))
+    assert [c[0].text for c in got] == plain
+    sizes, unfinished = set(), 0
+    for src, cands in zip(srcs, got, strict=True):
+        want = one_at_a_time(model, src, 4, length_penalty, L - 1, L)
+        assert [tok.decode(h.ids[1:]) for h in want.ranked[:4]] == [c.text for c in cands]
+        scores = [c.score for c in cands]
+        assert scores == sorted(scores, reverse=True)
+        for c, h in zip(cands, want.ranked, strict=False):
+            ids = h.ids[1:]
+            assert c.finished == (ids[-1] == EOS) and c.n_tokens == len(ids)
+            assert c.logprob == pytest.approx(
+                teacher_forced_logprob(cfg, params, src, ids), abs=1e-9
+            )
+            assert c.score == pytest.approx(c.logprob / len(ids) ** length_penalty, abs=1e-12)
+        sizes.add(len(cands))
+        unfinished += sum(not c.finished for c in cands)
+    assert max(sizes) == 4 and unfinished  # full lists, and live hypotheses at the limit too
+    one = list(translate_nbest_iter(model, tok, sentences, 1, 1))
+    assert [c[0].text for c in one] == translate(model, tok, sentences, beam=1)
+    for bad in (0, 5):
+        with pytest.raises(GlassformerError, match="n_best must be between 1 and the beam width"):
+            next(translate_nbest_iter(model, tok, sentences, bad, 4))

@@ -85,6 +85,15 @@ def add_parsers(sub) -> None:
         default=4,
         help="beam width (default 4; 1 = greedy)",
     )
+    tl.add_argument(
+        "--n-best",
+        type=integer("--n-best", 1, says="at least 1"),
+        metavar="K",
+        help="print each sentence's K best translations (K <= --beam), one a line as "
+        "N<TAB>score<TAB>log-probability<TAB>translation: N is the input line (the TEXT "
+        "arguments first, then the file's lines), score what beam search ranks by (the "
+        "log-probability over the number of tokens)",
+    )
     dtype_arg(tl, "float32")
     tl.add_argument(
         "--progress",
@@ -208,6 +217,11 @@ def cmd_translate(args) -> int:
             f"--beam {args.beam} is more than the vocabulary ({cfg.vocab_size} tokens); use at "
             "most the vocabulary size"
         )
+    if args.n_best is not None and args.n_best > args.beam:
+        raise GlassformerError(
+            f"--n-best {args.n_best} is more than the beam width {args.beam}: a beam keeps at "
+            f"most {args.beam} candidates; add --beam {args.n_best}"
+        )
     lines = list(args.text)
     if args.input:
         lines += read_text(args.input).split("\n")
@@ -234,12 +248,27 @@ def cmd_translate(args) -> int:
     # Each translation is printed as soon as it and those before it are known; a blank input
     # line gives a blank output line, so that outputs stay aligned with inputs.
     cut: set[int] = set()  # sentences that reached max_len before an end token
-    translations = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
+    if args.n_best:
+        results = inference.translate_nbest_iter(model, tok, sentences, args.n_best, args.beam)
+    else:
+        results = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
     with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
-        for line in lines:
-            text = next(translations) if line.strip() else ""
+        k = 0  # sentences printed
+        for n, line in enumerate(lines, 1):
+            if args.n_best:
+                if not line.strip():
+                    continue
+                candidates = next(results)
+                if not candidates[0].finished:
+                    cut.add(k)
+                text = "\n".join(
+                    f"{n}\t{c.score:.4f}\t{c.logprob:.4f}\t{c.text}" for c in candidates
+                )
+            else:
+                text = next(results) if line.strip() else ""
             with bar.external_write_mode():
                 print(text, flush=True)
+            k += bool(line.strip())
             bar.update(bool(line.strip()))
     note_cut(cut, where, cfg.max_len)
     return 0
