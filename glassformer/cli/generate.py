@@ -246,7 +246,8 @@ def cmd_translate(args) -> int:
     model = inference.torch_engine(cfg, params, dtype)
     show = args.progress or sys.stderr.isatty()
     # Each translation is printed as soon as it and those before it are known; a blank input
-    # line gives a blank output line, so that outputs stay aligned with inputs.
+    # line gives a blank output line, so that outputs stay aligned with inputs (with --n-best,
+    # each line starts with its input line's number instead, and blank lines give nothing).
     cut: set[int] = set()  # sentences that reached max_len before an end token
     if args.n_best:
         results = inference.translate_nbest_iter(model, tok, sentences, args.n_best, args.beam)
