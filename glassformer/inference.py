@@ -159,9 +159,11 @@ def translate_nbest_iter(
     max_len: int | None = None,
     length_penalty: float = 1.0,
     window: int | None = None,
+    cut: set[int] | None = None,
 ) -> Iterator[list[Candidate]]:
     """Each sentence's `n_best` best translations from a beam of `beam` (best first, the first
-    being `translate_iter`'s translation), yielded in input order as `translate_iter` yields.
+    being `translate_iter`'s translation), yielded in input order as `translate_iter` yields;
+    `cut` as there, for the first candidate.
 
     A beam keeps at most `beam` finished hypotheses, so `n_best` may not exceed it; a sentence
     yields fewer when its beam ended with fewer candidates."""
@@ -170,7 +172,7 @@ def translate_nbest_iter(
             f"n_best must be between 1 and the beam width ({beam}), got {n_best}; "
             "widen the beam to see more candidates"
         )
-    args = (beam, batch_size, max_len, length_penalty, window, None)
+    args = (beam, batch_size, max_len, length_penalty, window, cut)
     for result in _decoded(model, tok, sentences, *args, keep_beams=True):
         yield [
             Candidate(

@@ -239,17 +239,21 @@ def test_nbest_lists_the_beams_candidates_scored_as_the_reference_engine_scores_
 ):
     """Each n-best list starts with translate_iter's translation, is ranked by score, and each
     candidate's log-probability is the reference engine's, teacher-forced, for those tokens;
-    the candidates are the one-sentence beam search's finished and still-live hypotheses."""
+    the candidates are the one-sentence beam search's finished and still-live hypotheses, and
+    `cut` names the sentences whose best one reached max_len."""
     cfg, params, model, srcs = toy
     vocab, tok = toy_words()
     sentences = [" ".join(vocab[t] for t in s) for s in srcs]
     L = cfg.max_len
     plain = translate(model, tok, sentences, beam=4, length_penalty=length_penalty)
-    got = list(translate_nbest_iter(model, tok, sentences, 4, 4, 3, None, length_penalty))
+    cut: set[int] = set()
+    got = list(translate_nbest_iter(model, tok, sentences, 4, 4, 3, None, length_penalty, cut=cut))
     assert [c[0].text for c in got] == plain
-    sizes, unfinished = set(), 0
-    for src, cands in zip(srcs, got, strict=True):
+    sizes, unfinished, never_ended = set(), 0, set()
+    for i, (src, cands) in enumerate(zip(srcs, got, strict=True)):
         want = one_at_a_time(model, src, 4, length_penalty, L - 1, L)
+        if not want.best.finished:
+            never_ended.add(i)
         assert [tok.decode(h.ids[1:]) for h in want.ranked[:4]] == [c.text for c in cands]
         scores = [c.score for c in cands]
         assert scores == sorted(scores, reverse=True)
@@ -263,6 +267,8 @@ def test_nbest_lists_the_beams_candidates_scored_as_the_reference_engine_scores_
         sizes.add(len(cands))
         unfinished += sum(not c.finished for c in cands)
     assert max(sizes) == 4 and unfinished  # full lists, and live hypotheses at the limit too
+    assert cut == never_ended  # the sentences whose best reached max_len
+    assert cut or length_penalty < 1  # (a penalty < 1 favours the short finished ones)
     one = list(translate_nbest_iter(model, tok, sentences, 1, 1))
     assert [c[0].text for c in one] == translate(model, tok, sentences, beam=1)
     for bad in (0, 5):

@@ -250,26 +250,23 @@ def cmd_translate(args) -> int:
     # each line starts with its input line's number instead, and blank lines give nothing).
     cut: set[int] = set()  # sentences that reached max_len before an end token
     if args.n_best:
-        results = inference.translate_nbest_iter(model, tok, sentences, args.n_best, args.beam)
+        results = inference.translate_nbest_iter(
+            model, tok, sentences, args.n_best, args.beam, cut=cut
+        )
     else:
         results = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
     with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
-        k = 0  # sentences printed
         for n, line in enumerate(lines, 1):
             if args.n_best:
                 if not line.strip():
                     continue
-                candidates = next(results)
-                if not candidates[0].finished:
-                    cut.add(k)
                 text = "\n".join(
-                    f"{n}\t{c.score:.4f}\t{c.logprob:.4f}\t{c.text}" for c in candidates
+                    f"{n}\t{c.score:.4f}\t{c.logprob:.4f}\t{c.text}" for c in next(results)
                 )
             else:
                 text = next(results) if line.strip() else ""
             with bar.external_write_mode():
                 print(text, flush=True)
-            k += bool(line.strip())
             bar.update(bool(line.strip()))
     note_cut(cut, where, cfg.max_len)
     return 0
