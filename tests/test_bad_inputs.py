@@ -1,6 +1,7 @@
 """Every promise under bad input and faults, as one table: each case runs the command line and
 asserts its exit status, exactly one line on stderr (no traceback), and that every file that
-existed before is byte-identical afterwards (a refusal writes nothing).
+existed before is byte-identical afterwards (a refusal writes nothing); the harness is in
+tests/table.py, round two's table in tests/test_edges.py.
 
 Families: cli (numeric and choice values), text (what users type and the files they give),
 folder (every file of a model folder), state (training state on --resume), overwrite (nothing is
@@ -10,123 +11,27 @@ signal and fuzzing cases live in test_faults.py.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import struct
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer.cli import main  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-# -- the models every case may use -------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def models(tmp_path_factory):
-    """hello (the article's encoder-decoder), dec (char decoder), enc (word classifier), lm and tr
-    (trained 2 steps, with training state), all tiny."""
-    d = tmp_path_factory.mktemp("models")
-    corpus = d / "corpus.txt"
-    corpus.write_text("to be or not to be, that is the question.\n" * 40)
-    pairs = d / "pairs.tsv"
-    from glassformer import data as D
-
-    rows = D.read_pairs("eng-spa")[3000:3200]
-    pairs.write_text("".join(f"{a}\t{b}\n" for a, b in rows))
-    tiny = ["--set", "d_model=16", "--set", "n_heads=2", "--set", "d_ff=32"]
-    assert main(["init", str(d / "hello"), "--preset", "hello-world", "--seed", "1"]) == 0
-    assert main(["init", str(d / "dec"), "--preset", "tiny", "--tokenizer", "char",
-                 "--corpus", str(corpus)]) == 0  # fmt: skip
-    assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", "--tokenizer",
-                 "word", "--corpus", str(corpus)]) == 0  # fmt: skip
-    short = ["--set", "max_steps=2", "--set", "eval_interval=2", "--set", "eval_iters=1"]
-    assert main(["train", "lm", "--out", str(d / "lm"), "--data", str(corpus), "--quiet",
-                 *tiny, "--set", "max_len=16", "--set", "block_size=16", *short]) == 0  # fmt: skip
-    assert main(["train", "translate", "--out", str(d / "tr"), "--data", str(pairs), "--valid",
-                 str(pairs), "--vocab-size", "400", "--quiet", *tiny, "--set", "max_len=24",
-                 "--set", "n_encoder_layers=1", "--set", "n_decoder_layers=1",
-                 "--set", "eval_sentences=2", *short]) == 0  # fmt: skip
-    return d
-
-
-# -- the table ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Case:
-    family: str
-    argv: list[str]
-    message: str  # a substring of the one error line (or of stdout, for code 0)
-    code: int = 2
-    setup: object = None  # setup(tmp, models) -> None: files the case needs
-    id: str = field(default="")
-
-
-def _copy(name):
-    """A setup that copies a model to {tmp}/bad, for cases that change one of its files."""
-
-    def setup(tmp, models):
-        shutil.copytree(models / name, tmp / "bad")
-
-    return setup
-
-
-def _edit(name, file, change):
-    """Copy model `name` to {tmp}/bad, then change(path_of_file)."""
-
-    def setup(tmp, models):
-        shutil.copytree(models / name, tmp / "bad")
-        change(tmp / "bad" / file)
-
-    return setup
-
-
-def _write(file, content):
-    def change(path):
-        data = content if isinstance(content, bytes) else content.encode()
-        (path.parent / file if file else path).write_bytes(data)
-
-    return change
-
-
-def _config_edit(**changes):
-    def change(path):
-        cfg = json.loads(path.read_text())
-        cfg.update(changes)
-        path.write_text(json.dumps(cfg))
-
-    return change
-
-
-def _file(name, content):
-    def setup(tmp, models):
-        data = content if isinstance(content, bytes) else content.encode()
-        (tmp / name).write_bytes(data)
-
-    return setup
-
-
-def _state_edit(fn):
-    """Copy the trained translator to {tmp}/bad and change its training state with fn(state)."""
-
-    def setup(tmp, models):
-        shutil.copytree(models / "tr", tmp / "bad")
-        path = tmp / "bad" / "training_state.pt"
-        state = torch.load(path, weights_only=True)
-        fn(state)
-        torch.save(state, path)
-
-    return setup
-
+from table import (  # noqa: E402
+    Case,
+    build_models,
+    case_id,
+    check_case,
+    config_edit,
+    copy_of,
+    edit,
+    make_file,
+    state_edit,
+    write,
+)
 
 GEN = ["generate", "{hello}", "hello world"]
 SAMPLE = [*GEN, "--strategy", "sample"]
@@ -242,7 +147,7 @@ add("cli", [*GEN, "--dtype", "float16"], "invalid choice")
 add("cli", [*TR, "--dtype", "bfloat16"], "invalid choice")
 add("cli", ["serve", "--dtype", "int4"], "invalid choice")
 add("cli", GEN[:2], "give TEXT or --input FILE")
-add("cli", [*GEN, "--input", "{tmp}/in.txt"], "not both", setup=_file("in.txt", "hello\n"))
+add("cli", [*GEN, "--input", "{tmp}/in.txt"], "not both", setup=make_file("in.txt", "hello\n"))
 add("cli", [*GEN, "--batch-size", "0"], "at least 1")
 add("cli", ["train", "lm"], "--out")
 add("cli", ["embed", "{dec}", "to be"], "embed needs an encoder")
@@ -284,42 +189,42 @@ add("text", ["embed", "{enc}", ""], "empty")
 add("text", ["translate", "{tr}", "--input", "{tmp}/none.txt"], "cannot read")
 add("text", ["translate", "{tr}", "--input", "{tmp}"], "is a directory")
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "NUL",
-    setup=_file("in.txt", b"Hello.\n\x00\x01\x02\n"))  # fmt: skip
+    setup=make_file("in.txt", b"Hello.\n\x00\x01\x02\n"))  # fmt: skip
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "line 2",
-    setup=_file("in.txt", b"Hello.\nbad \xff\n"))  # fmt: skip
+    setup=make_file("in.txt", b"Hello.\nbad \xff\n"))  # fmt: skip
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
-    setup=_file("in.txt", b""))  # fmt: skip
+    setup=make_file("in.txt", b""))  # fmt: skip
 add("text", ["translate", "{tr}", "--input", "{tmp}/in.txt"], "empty",
-    setup=_file("in.txt", b"\xef\xbb\xbf\r\n  \r\n"))  # fmt: skip
+    setup=make_file("in.txt", b"\xef\xbb\xbf\r\n  \r\n"))  # fmt: skip
 add("text", ["translate", "{tr}"], "nothing to translate")
 add("text", ["translate", "{tr}", "Hi.", "--input", "{tmp}/in.txt"], "in.txt, line 2: the text has",
-    setup=_file("in.txt", "Hello.\n" + "hello " * 80 + "\n"))  # fmt: skip
+    setup=make_file("in.txt", "Hello.\n" + "hello " * 80 + "\n"))  # fmt: skip
 add("text", ["translate", "{tr}", "Hi.", "hello " * 80], "sentence 2: the text has")
 add("text", ["generate", "{hello}", "--input", "{tmp}/none.txt"], "cannot read")
 add("text", ["generate", "{hello}", "--input", "{tmp}/in.txt"], "in.txt, line 2: the text has",
-    setup=_file("in.txt", "hello\n" + "hello " * 40 + "\n"))  # fmt: skip
+    setup=make_file("in.txt", "hello\n" + "hello " * 40 + "\n"))  # fmt: skip
 add("text", ["generate", "{hello}", "--input", "{tmp}/in.txt"], "line 2: word 'banana' is not in",
-    setup=_file("in.txt", b"hello\nbanana\n"))  # fmt: skip
+    setup=make_file("in.txt", b"hello\nbanana\n"))  # fmt: skip
 add("text", ["classify", "{enc}"], "nothing to classify")
 add("text", ["classify", "{enc}", "", "  "], "nothing to classify")
 add("text", ["classify", "{enc}", "--input", "{tmp}/none.txt"], "cannot read")
 add("text", ["classify", "{enc}", "--input", "{tmp}/in.txt"], "line 2",
-    setup=_file("in.txt", b"to be\nbad \xff\n"))  # fmt: skip
+    setup=make_file("in.txt", b"to be\nbad \xff\n"))  # fmt: skip
 add("text", ["classify", "{enc}", "to be " * 200], "max_len")
 add("text", ["init", "{tmp}/x", "--tokenizer", "char", "--corpus", "{tmp}/c.txt"], "line 1",
-    setup=_file("c.txt", b"\xff\xfe"))  # fmt: skip
+    setup=make_file("c.txt", b"\xff\xfe"))  # fmt: skip
 add("text", ["init", "{tmp}/x", "--tokenizer", "char", "--corpus", "{tmp}"], "is a directory")
 add("text", ["init", "{tmp}/x", "--tokenizer", "char"], "needs --corpus")
 add("text", [*TRAIN[:4], "--data", "{tmp}/c.txt"], "line 2",
-    setup=_file("c.txt", b"fine\nbad \xff\n"))  # fmt: skip
+    setup=make_file("c.txt", b"fine\nbad \xff\n"))  # fmt: skip
 add("text", [*TRAIN[:4], "--data", "{tmp}/none.txt"], "neither a shipped corpus")
 add("text", ["train", "translate", "--out", "{tmp}/o", "--data", "{tmp}/p.tsv"], "columns",
-    setup=_file("p.tsv", "a\tb\tc\n"))  # fmt: skip
+    setup=make_file("p.tsv", "a\tb\tc\n"))  # fmt: skip
 add("text", ["train", "translate", "--out", "{tmp}/o", "--data", "{tmp}/p.tsv"], "empty file",
-    setup=_file("p.tsv", ""))  # fmt: skip
+    setup=make_file("p.tsv", ""))  # fmt: skip
 add("text", ["train", "translate", "--out", "{tmp}/o", "--data", "{tmp}"], "is a directory")
 add("text", ["eval", "{tr}", "--data", "{tmp}/p.tsv"], "column 2 is empty",
-    setup=_file("p.tsv", "Hello.\t\n"))  # fmt: skip
+    setup=make_file("p.tsv", "Hello.\t\n"))  # fmt: skip
 
 # folder: every file of a model folder is validated before use, naming the file and the field
 CONFIG_CASES = [
@@ -335,8 +240,8 @@ CONFIG_CASES = [
     ({"positions": 3}, "positions must be one of"),
 ]
 for changes, msg in CONFIG_CASES:
-    add("folder", ["generate", "{bad}", "to be"], msg, setup=_edit("dec", "config.json",
-        _config_edit(**changes)))  # fmt: skip
+    add("folder", ["generate", "{bad}", "to be"], msg, setup=edit("dec", "config.json",
+        config_edit(**changes)))  # fmt: skip
 for name, content, msg in [
     ("config.json", "{not json", "config.json"),
     ("config.json", "[1, 2]", "JSON object"),
@@ -352,8 +257,8 @@ for name, content, msg in [
     ("tokenizer.json", "[]", "tokenizer"),
     ("tokenizer.json", "[" * 100000 + "]" * 100000, "nested"),
 ]:
-    add("folder", ["generate", "{bad}", "to be"], msg, setup=_edit("dec", name,
-        _write(None, content)))  # fmt: skip
+    add("folder", ["generate", "{bad}", "to be"], msg, setup=edit("dec", name,
+        write(None, content)))  # fmt: skip
 
 
 def _tok_edit(fn):
@@ -375,7 +280,7 @@ for fn, msg in [
     (lambda d: d.pop("vocab"), "lacks the key 'vocab'"),
 ]:
     add("folder", ["generate", "{bad}", "to be"], msg,
-        setup=_edit("dec", "tokenizer.json", _tok_edit(fn)))  # fmt: skip
+        setup=edit("dec", "tokenizer.json", _tok_edit(fn)))  # fmt: skip
 
 
 def _nan_weights(path):
@@ -411,10 +316,10 @@ for change, msg in [
     (_int_tensor, "floating"),
 ]:
     add("folder", ["generate", "{bad}", "to be"], msg,
-        setup=_edit("dec", "model.safetensors", change))  # fmt: skip
+        setup=edit("dec", "model.safetensors", change))  # fmt: skip
 for name, msg in [("config.json", "no config.json"), ("model.safetensors", "no model")]:
     add("folder", ["generate", "{bad}", "to be"], msg,
-        setup=_edit("dec", name, lambda p: p.unlink()))  # fmt: skip
+        setup=edit("dec", name, lambda p: p.unlink()))  # fmt: skip
 
 
 def _make_dir(p):
@@ -423,9 +328,9 @@ def _make_dir(p):
 
 
 add("folder", ["generate", "{bad}", "to be"], "config.json",
-    setup=_edit("dec", "config.json", _make_dir))  # fmt: skip
+    setup=edit("dec", "config.json", _make_dir))  # fmt: skip
 add("folder", ["generate", "{bad}", "to be"], "model.safetensors",
-    setup=_edit("dec", "model.safetensors", _make_dir))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _make_dir))  # fmt: skip
 add("folder", ["generate", "{models}/corpus.txt", "to be"], "not a directory")
 for content, msg in [
     ('["English"]', "one distinct name per class"),
@@ -436,7 +341,7 @@ for content, msg in [
     (b"\xff\xfe", "UTF-8"),
 ]:
     add("folder", ["classify", "{bad}", "to be"], msg,
-        setup=_edit("enc", "labels.json", _write(None, content)))  # fmt: skip
+        setup=edit("enc", "labels.json", write(None, content)))  # fmt: skip
 add("folder", ["classify", "{dec}", "to be"], "classify needs an encoder with a classifier")
 add("folder", ["classify", "{hello}", "hello"], "classify needs an encoder with a classifier")
 add("folder", ["generate", "{tmp}/none", "to be"], "not found")
@@ -450,7 +355,7 @@ def _outside_link(path):
 
 
 add("folder", ["generate", "{bad}", "to be"], "outside",
-    setup=_edit("dec", "model.safetensors", _outside_link))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _outside_link))  # fmt: skip
 
 
 def _hf_folder(config, files=None):
@@ -515,10 +420,10 @@ for fn, msg in [
     ),  # fmt: skip
     (_set("log", "[{"), "log"),
 ]:
-    add("state", RESUME, msg, setup=_state_edit(fn))
+    add("state", RESUME, msg, setup=state_edit(fn))
 add("state", RESUME, "training_state.pt",
-    setup=_edit("tr", "training_state.pt", lambda p: p.unlink()))  # fmt: skip
-add("state", RESUME, "unreadable", setup=_edit("tr", "training_state.pt", _write(None, b"junk")))
+    setup=edit("tr", "training_state.pt", lambda p: p.unlink()))  # fmt: skip
+add("state", RESUME, "unreadable", setup=edit("tr", "training_state.pt", write(None, b"junk")))
 
 
 def _pickle_with_code(path):
@@ -531,46 +436,46 @@ def _pickle_with_code(path):
     path.write_bytes(pickle.dumps({"step": Evil()}))
 
 
-add("state", RESUME, "unreadable", setup=_edit("tr", "training_state.pt", _pickle_with_code))
+add("state", RESUME, "unreadable", setup=edit("tr", "training_state.pt", _pickle_with_code))
 add("state", RESUME, "train_config.json",
-    setup=_edit("tr", "train_config.json", _write(None, "{oops")))  # fmt: skip
+    setup=edit("tr", "train_config.json", write(None, "{oops")))  # fmt: skip
 add("state", RESUME, "train_config.json",
-    setup=_edit("tr", "train_config.json", _write(None, '{"lr": "fast"}')))  # fmt: skip
+    setup=edit("tr", "train_config.json", write(None, '{"lr": "fast"}')))  # fmt: skip
 add("state", [*RESUME[:3], "{tmp}/empty", *RESUME[4:]], "nothing to resume")
-add("state", [*RESUME, "--set", "d_model=32"], "d_model", setup=_copy("tr"))
-add("state", [*RESUME, "--set", "vocab_size=500"], "vocab_size", setup=_copy("tr"))
-add("state", [*RESUME, "--tokenizer", "char"], "--tokenizer", setup=_copy("tr"))
+add("state", [*RESUME, "--set", "d_model=32"], "d_model", setup=copy_of("tr"))
+add("state", [*RESUME, "--set", "vocab_size=500"], "vocab_size", setup=copy_of("tr"))
+add("state", [*RESUME, "--tokenizer", "char"], "--tokenizer", setup=copy_of("tr"))
 add(
     "state",
     [*RESUME, "--set", "max_steps=3", "--set", "d_model=16"],
     "max_steps 2 -> 3",
     code=0,
-    setup=_copy("tr"),
+    setup=copy_of("tr"),
 )  # a training field changes and is said; an unchanged model field is fine
 add("state", ["train", "lm", "--out", "{bad}", "--data", "{models}/pairs.tsv", "--quiet",
-              "--resume"], "train translate", setup=_copy("tr"))  # fmt: skip
+              "--resume"], "train translate", setup=copy_of("tr"))  # fmt: skip
 
 # overwrite: nothing that exists is replaced without a flag
-add("overwrite", [*TRAIN[:3], "{bad}", *TRAIN[4:]], "--resume", setup=_copy("lm"))
-add("overwrite", [*TRAIN[:3], "{bad}", *TRAIN[4:]], "step 2", setup=_copy("lm"))
+add("overwrite", [*TRAIN[:3], "{bad}", *TRAIN[4:]], "--resume", setup=copy_of("lm"))
+add("overwrite", [*TRAIN[:3], "{bad}", *TRAIN[4:]], "step 2", setup=copy_of("lm"))
 add("overwrite", [*TRAIN[:3], "{tmp}", *TRAIN[4:]], "--overwrite",
-    setup=_file("notes.txt", "my notes"))  # fmt: skip
+    setup=make_file("notes.txt", "my notes"))  # fmt: skip
 add("overwrite", [*TRAIN, "--resume", "--overwrite"], "not both")
-add("overwrite", ["init", "{bad}"], "--overwrite", setup=_copy("hello"))
-add("overwrite", ["init", "{tmp}/f.txt"], "not a directory", setup=_file("f.txt", "x"))
-add("overwrite", ["export", "{bad}", "{bad}"], "onto itself", setup=_copy("dec"))
-add("overwrite", ["export", "{bad}", "{bad}/../bad"], "onto itself", setup=_copy("dec"))
-add("overwrite", ["export", "{dec}", "{bad}"], "--overwrite", setup=_copy("hello"))
-add("overwrite", ["export-hf", "{dec}", "{bad}"], "--overwrite", setup=_copy("hello"))
+add("overwrite", ["init", "{bad}"], "--overwrite", setup=copy_of("hello"))
+add("overwrite", ["init", "{tmp}/f.txt"], "not a directory", setup=make_file("f.txt", "x"))
+add("overwrite", ["export", "{bad}", "{bad}"], "onto itself", setup=copy_of("dec"))
+add("overwrite", ["export", "{bad}", "{bad}/../bad"], "onto itself", setup=copy_of("dec"))
+add("overwrite", ["export", "{dec}", "{bad}"], "--overwrite", setup=copy_of("hello"))
+add("overwrite", ["export-hf", "{dec}", "{bad}"], "--overwrite", setup=copy_of("hello"))
 add("overwrite", ["import-hf", "{bad}", "{tmp}"], "--overwrite", setup=_hf_folder({}))
 add("overwrite", ["explain", "{hello}", "hello", "--html", "{tmp}/r.html"], "--overwrite",
-    setup=_file("r.html", "old report"))  # fmt: skip
+    setup=make_file("r.html", "old report"))  # fmt: skip
 add("overwrite", ["explain", "{hello}", "hello", "--json", "{tmp}/r.json"], "--overwrite",
-    setup=_file("r.json", "{}"))  # fmt: skip
+    setup=make_file("r.json", "{}"))  # fmt: skip
 add("overwrite", ["walkthrough", "hello-world", "--json", "{tmp}/r.json"], "--overwrite",
-    setup=_file("r.json", "{}"))  # fmt: skip
+    setup=make_file("r.json", "{}"))  # fmt: skip
 add("overwrite", ["explain", "{hello}", "hello", "--png", "{tmp}"], "--overwrite",
-    setup=_file("keep.png", "x"))  # fmt: skip
+    setup=make_file("keep.png", "x"))  # fmt: skip
 
 
 # numerics: non-finite numbers never pass silently
@@ -585,61 +490,27 @@ def _huge_weights(path):
 
 
 add("numerics", ["export", "{bad}", "{tmp}/x", "--dtype", "float16"], "65504",
-    setup=_edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
 add("numerics", ["generate", "{bad}", "to be", "--engine", "torch"], "non-finite",
-    setup=_edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
 add("numerics", ["generate", "{bad}", "to be", "--engine", "reference"], "decoder.0.ffn",
-    setup=_edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
 add("numerics", ["explain", "{bad}", "to be", "--find-nan"], "decoder.0.ffn", code=0,
-    setup=_edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
+    setup=edit("dec", "model.safetensors", _huge_weights))  # fmt: skip
 add("numerics", ["explain", "{dec}", "to be", "--find-nan"], "no non-finite", code=0)
 
 
 # -- running a case -------------------------------------------------------------------------------
 
 
-def _snapshot(*roots: Path) -> dict[Path, str]:
-    out = {}
-    for root in roots:
-        for f in root.rglob("*"):
-            if f.is_file() and not f.is_symlink():
-                out[f] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return build_models(tmp_path_factory)
 
 
-def _fill(argv, tmp, models):
-    names = {n: models / n for n in ("hello", "dec", "enc", "lm", "tr")}
-    return [a.format(tmp=tmp, models=models, bad=tmp / "bad", **names) for a in argv]
-
-
-def _case_id(c: Case) -> str:
-    return f"{c.family}-{' '.join(c.argv)[:50]}-{c.message[:30]}"
-
-
-@pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_bad_input(case, models, tmp_path, capsys):
-    if case.setup:
-        case.setup(tmp_path, models)
-        capsys.readouterr()  # what the setup printed (transformers' progress bars) is not ours
-    before = _snapshot(tmp_path, models)
-    try:
-        code = main(_fill(case.argv, tmp_path, models))
-    except SystemExit as e:  # argparse
-        code = e.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in out + err
-    assert code == case.code, (code, err)
-    after = _snapshot(tmp_path, models)
-    for f, digest in before.items():  # a success may change its own output, nothing else
-        if case.code == 2 or f.is_relative_to(models):
-            assert after.get(f) == digest, f"{f} changed"
-    if case.code == 2:
-        assert set(after) == set(before), "a refusal wrote files"
-        lines = err.strip().splitlines()
-        assert len(lines) == 1 and lines[0].startswith("glassformer: error: "), err
-        assert case.message in lines[0], lines[0]
-    else:
-        assert case.message in out + err
+    check_case(case, models, tmp_path, capsys)
 
 
 def test_the_table_covers_every_family():
