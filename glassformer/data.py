@@ -19,6 +19,7 @@ processes.
 from __future__ import annotations
 
 import gzip
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -34,6 +35,11 @@ SHIPPED = {
     "eng-spa-valid": _DIR / "eng-spa-valid.tsv.gz",
 }
 _GZIP_MAGIC = b"\x1f\x8b"
+# The most text one file gives (after gzip is undone): read in chunks and refused as soon as it is
+# passed, so that a small .gz that inflates to gigabytes never fills the memory.
+MAX_TEXT_BYTES = 256 * 2**20
+_CHUNK = 2**20
+_LONE_CR = re.compile("\r(?!\n)")
 
 
 class DataError(GlassformerError):
@@ -62,8 +68,11 @@ def resolve(name_or_path: str | Path) -> Path:
 
 
 def read_text(name_or_path: str | Path) -> str:
-    """The UTF-8 text of a corpus; gzip is undone, a leading BOM dropped and CRLF/CR read as LF
-    (as Python's text mode does). A binary, non-UTF-8, empty or blank file raises DataError."""
+    """The UTF-8 text of a corpus; gzip is undone, a leading BOM dropped and CRLF read as LF.
+    Lines end only at LF or CRLF: a lone CR (a carriage return not followed by LF, old Mac line
+    ends or a stray control character) is refused with its line, never read as a line end nor
+    kept as text. A binary, non-UTF-8, empty or blank file, or more than MAX_TEXT_BYTES of
+    text, raises DataError."""
     return read_file(resolve(name_or_path))
 
 
@@ -72,14 +81,7 @@ def read_file(path: str | Path) -> str:
     path = Path(path)
     if path.is_dir():
         raise DataError(f"{path} is a directory; give a text file")
-    try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz" or raw.startswith(_GZIP_MAGIC):
-            raw = gzip.decompress(raw)
-    except OSError as e:
-        raise DataError(f"cannot read {path} ({e.strerror or e}); check the path") from None
-    except (EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot read ({e}); give a readable UTF-8 or gzip file") from None
+    raw = _read_bounded(path, MAX_TEXT_BYTES)
     if (nul := raw.find(b"\0")) >= 0:
         raise DataError(
             f"{path}, line {_line_of(raw, nul)}: binary data (NUL byte); give a UTF-8 text file"
@@ -98,7 +100,44 @@ def read_file(path: str | Path) -> str:
             f"{path}: only whitespace ({len(text.splitlines())} lines), empty of text; give a "
             "file with text"
         )
-    return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+    text = text.removeprefix("\ufeff").replace("\r\n", "\n")
+    if cr := _LONE_CR.search(text):
+        raise DataError(
+            f"{path}, line {text.count(chr(10), 0, cr.start()) + 1}: a carriage return (\\r) not "
+            "followed by a line feed; lines end only at \\n or \\r\\n: convert the file "
+            "(old Mac line ends: tr '\\r' '\\n'; a stray one: delete it)"
+        )
+    return text
+
+
+def _read_bytes(stream, limit: int, path: Path, inflated: bool) -> bytes:
+    data = bytearray()
+    while chunk := stream.read(min(_CHUNK, limit + 1 - len(data))):
+        data += chunk
+        if len(data) > limit:
+            raise DataError(
+                f"{path}: more than {limit / 2**20:,.0f} MB of text"
+                f"{' once decompressed' if inflated else ''}, the most glassformer reads from "
+                "one file; split it or give a smaller file"
+            )
+    return bytes(data)
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """The bytes of `path`, gzip undone (by its .gz name or its magic number), read in chunks
+    and refused once more than `limit` bytes came out."""
+    try:
+        with open(path, "rb") as fh:
+            compressed = path.suffix == ".gz" or fh.read(2) == _GZIP_MAGIC
+            fh.seek(0)
+            if not compressed:
+                return _read_bytes(fh, limit, path, False)
+            with gzip.GzipFile(fileobj=fh) as gz:
+                return _read_bytes(gz, limit, path, True)
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+        raise DataError(f"{path}: cannot read ({e}); give a readable UTF-8 or gzip file") from None
+    except OSError as e:
+        raise DataError(f"cannot read {path} ({e.strerror or e}); check the path") from None
 
 
 def read_pairs(name_or_path: str | Path, columns: int = 2) -> list[tuple[str, str]]:
@@ -115,7 +154,8 @@ def read_pairs(name_or_path: str | Path, columns: int = 2) -> list[tuple[str, st
         if len(fields) != columns:
             raise DataError(
                 f"{path}, line {n}: {len(fields)} tab-separated columns, expected {columns} "
-                "(source<TAB>target); fix the line or pass the right `columns`"
+                "(source<TAB>target); fix the line, or keep only the first two columns of "
+                f"every line (cut -f1,2 {path} > pairs.tsv) and give that file"
             )
         for k in (0, 1):
             if not fields[k].strip():

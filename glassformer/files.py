@@ -6,8 +6,9 @@ folder of PNGs) is built beside the target and swapped in with one atomic rename
 the target is either the complete old version or the complete new one: a full disk, a read-only
 folder or a kill -9 leave the old one intact, and a temporary left by a killed writer is removed by
 the next writer of that target. Reading, `read_json` refuses non-UTF-8 text, bad JSON and nesting
-deep enough to exhaust Python's recursion with one clear error, and `inside` refuses a file of a
-model folder that resolves outside it (a symbolic link to elsewhere, `..` in a shard name).
+deep enough to exhaust Python's recursion with one clear error, and `member` is the one rule for
+every file a command opens from a folder: it must resolve inside that folder (a symbolic link to
+elsewhere, a subfolder that links out, `..` or an absolute name are refused) and be a file.
 
 Deliberately not here: what goes into the files (weights.py, hf_dir.py, the explain layer), and
 the policy of when an existing target may be replaced (the CLI asks for --overwrite).
@@ -227,13 +228,184 @@ def read_json(path: str | Path, what: str | None = None):
     return parse_json(text.removeprefix("\ufeff"), what)
 
 
-def inside(folder: str | Path, path: str | Path) -> Path:
-    """`path` if it resolves inside `folder` (links followed), else one clear error: a model
-    folder's files are never read from elsewhere."""
-    folder, path = Path(folder), Path(path)
+def member(folder: str | Path, name: str | Path, *, required: bool = True) -> Path | None:
+    """`folder / name` once it passes the one rule for every file a command opens from a folder
+    it was given (a checkpoint, a training checkpoint, a Hugging Face folder): `name` is a name
+    inside the folder (not absolute, no `..`), and the file it leads to, every link followed
+    (the file's own or one of a subfolder), lies inside the folder and is a regular file. Else one
+    clear FileError naming the file. With `required=False`, None when nothing is there (not even
+    a broken link); every reader of a folder's files opens what this returns, so that a model is
+    never built from a file elsewhere."""
+    folder = Path(folder)
+    relative = Path(name)
+    if not relative.parts or relative.is_absolute() or ".." in relative.parts:
+        raise FileError(
+            f"{folder} names the file {str(name)!r}: files must be named inside the folder "
+            "(no absolute path, no '..'); fix the name"
+        )
+    path = folder / relative
+    if not os.path.lexists(path):
+        if not required:
+            return None
+        raise FileError(f"{folder} has no {relative}; restore it")
     target = path.resolve()
     if not target.is_relative_to(folder.resolve()):
         raise FileError(
-            f"{path} points outside {folder} (to {target}); copy the file into the folder"
+            f"{path} points outside {folder} (to {target}); a model is read only from its own "
+            "folder: copy the file into it (cp -L copies what a link points to)"
         )
+    if not target.exists():
+        raise FileError(f"{path} is a broken link (to {target}); restore the file")
+    if not target.is_file():
+        kind = "a folder" if target.is_dir() else "not a regular file"
+        raise FileError(f"{path} is {kind}; it should be a file: restore it")
     return path
+
+
+def inside(folder: str | Path, path: str | Path) -> Path:
+    """`member` for a path already joined to its folder (`inside(out, out / name)`): `path`,
+    checked when something is there."""
+    folder, path = Path(folder), Path(path)
+    member(folder, path.relative_to(folder), required=False)
+    return path
+
+
+# -- the lock of an output folder -----------------------------------------------------------------
+# A command that writes a folder (train, init, export, import-hf, export-hf) holds its lock for the
+# whole run, so that two writers cannot both find it free and overwrite each other. The lock is a
+# file beside the folder, `.NAME.lock` (the folder itself is swapped by `building`, and the
+# temporaries that `_remove_stale_temporaries` deletes are `.NAME.PID.*`), held with flock: the
+# kernel releases it when its process dies, so a lock left by a killed process is taken over. The
+# file names its holder (pid, command, since when) for the refusal.
+
+
+class FolderInUse(FileError):
+    """The output folder is being written by another process (which holds its lock)."""
+
+
+_HELD: dict[Path, list] = {}  # lock file -> [fd, depth]: this process's locks (re-entrant)
+
+
+def lock_file(path: str | Path) -> Path:
+    """The lock file of output folder `path`: `.NAME.lock` beside it (the folder's parent
+    resolved, so that every spelling of the folder, links included, has one lock)."""
+    p = Path(os.path.abspath(path))
+    return p.parent.resolve() / f".{p.name}.lock"
+
+
+@contextlib.contextmanager
+def locked(path: str | Path, command: str) -> Iterator[dict | None]:
+    """Hold the exclusive lock of the output folder `path` for the block (re-entrant within a
+    process), or raise FolderInUse naming the process that holds it. Yields the record (pid,
+    command, since) of a killed holder whose lock was taken over, else None. The lock file is
+    removed on leaving."""
+    lock = lock_file(path)
+    if lock in _HELD:
+        _HELD[lock][1] += 1
+        try:
+            yield None
+        finally:
+            _HELD[lock][1] -= 1
+        return
+    check_writable(lock)
+    fd, previous = _acquire(lock, Path(path))
+    record = {"pid": os.getpid(), "command": command, "since": _now()}
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(record).encode(), 0)
+    except OSError as e:  # a full disk
+        _unlink(lock)
+        os.close(fd)
+        raise _write_error(lock, e) from None
+    _HELD[lock] = [fd, 1]
+    try:
+        yield previous
+    finally:
+        del _HELD[lock]
+        _unlink(lock)  # before the release: a later writer makes and locks a new file
+        os.close(fd)
+
+
+def _acquire(lock: Path, path: Path) -> tuple[int, dict | None]:
+    """Lock `lock` (an open fd on the file at that name), or raise FolderInUse."""
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise _write_error(lock, e) from None
+        held = _flock(fd)
+        previous = _holder(fd)
+        if held is None:  # no flock here (some network file systems): trust a live pid
+            held = bool(previous) and previous["pid"] != os.getpid() and _alive(previous["pid"])
+        if held:
+            for _ in range(20):  # a holder that has just locked it writes its name at once
+                if previous is not None:
+                    break
+                _sleep(0.01)
+                previous = _holder(fd)
+            os.close(fd)
+            raise FolderInUse(_in_use(path, previous))
+        try:  # the file locked may be one its last holder removed on leaving: lock the new one
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd, previous
+        os.close(fd)
+
+
+def _flock(fd: int) -> bool | None:
+    """Try to take the flock: False when taken, True when another process holds it, None where
+    the file system (or the platform) has no flock."""
+    try:
+        import fcntl
+    except ImportError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError as e:
+        if e.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+            return None
+        raise
+    return False
+
+
+def _holder(fd: int) -> dict | None:
+    """The record a lock file holds ({pid, command, since}), or None if it is empty or junk."""
+    try:
+        record = json.loads(os.pread(fd, 4096, 0).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    ok = isinstance(record, dict) and type(record.get("pid")) is int and record["pid"] > 0
+    return record if ok else None
+
+
+def _in_use(path: Path, holder: dict | None) -> str:
+    if holder is None:  # it has locked the file and not (yet) written its name
+        who = "another process (not yet named in its lock file)"
+        stop = "stop it"
+    else:
+        pid = holder["pid"]
+        command, since = (
+            " ".join(str(holder.get(k, "?")).split())[:200] for k in ("command", "since")
+        )
+        who = f"process {pid} ({command}, since {since})"
+        stop = f"stop it (kill {pid})"
+    return (
+        f"{path} is in use: {who} is writing it; wait for it to finish or {stop}, or choose "
+        "another output folder"
+    )
+
+
+def _now() -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)

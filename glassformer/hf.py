@@ -284,6 +284,22 @@ def _activation(d: dict, key: str, family: str) -> str:
     return _ACT_IN[act]
 
 
+# config.json entry of a GPT-2 export: the Config field GPT-2 cannot express. GPT-2 always has
+# biases; a bias=False model is written with zero biases (the same function) and this entry, so
+# that import-hf gives back the same Config and weights.
+GPT2_RECORD = "glassformer"
+
+
+def _gpt2_bias(d: dict) -> bool:
+    record = d.get(GPT2_RECORD, {})
+    if record not in ({}, {"bias": False}):
+        raise ConfigError(
+            f'{GPT2_RECORD}: expected {{"bias": false}} (as glassformer export-hf writes it), '
+            f"got {record!r}; fix or remove the entry"
+        )
+    return record.get("bias", True)
+
+
 def gpt2_config(hf_config) -> Config:
     """A Config from a GPT2Config (or its `to_dict()`); refuses options glassformer lacks."""
     d = _as_dict(hf_config)
@@ -306,7 +322,7 @@ def gpt2_config(hf_config) -> Config:
         positions="learned",
         norm="pre",
         activation=_activation(d, "activation_function", "GPT-2"),
-        bias=True,
+        bias=_gpt2_bias(d),
         tie_embeddings=True,
         ln_eps=d.get("layer_norm_epsilon", 1e-5),
     )
@@ -327,6 +343,7 @@ def config_to_gpt2(cfg: Config) -> dict:
         "activation_function": _ACT_OUT[cfg.activation],
         "layer_norm_epsilon": cfg.ln_eps,
         "tie_word_embeddings": True,
+        **({} if cfg.bias else {GPT2_RECORD: {"bias": False}}),
     }
 
 
@@ -334,6 +351,7 @@ def gpt2_to_glassformer(state: dict, cfg: Config) -> dict:
     """GPT-2 (GPT2LMHeadModel or GPT2Model with `transformer.` names) -> spec(cfg) tensors.
 
     `lm_head.weight` may be absent; if present it must equal the tied `transformer.wte.weight`.
+    With bias=False (a glassformer export, GPT2_RECORD) the file's biases must be zero: dropped.
     """
     _require(cfg, "GPT-2", GPT2_FIXED | {"tie_embeddings": True})
     state = dict(state)
@@ -345,7 +363,17 @@ def gpt2_to_glassformer(state: dict, cfg: Config) -> dict:
                 "tensor 'lm_head.weight' differs from 'transformer.wte.weight'; glassformer's "
                 "GPT-2 ties them (an untied head is not supported)"
             )
-    return _to_ours(state, GPT2, cfg, "GPT-2", ignored=GPT2_IGNORED)
+    if cfg.bias:
+        return _to_ours(state, GPT2, cfg, "GPT-2", ignored=GPT2_IGNORED)
+    cfg_b = dataclasses.replace(cfg, bias=True)
+    out = _to_ours(state, GPT2, cfg_b, "GPT-2", ignored=GPT2_IGNORED)
+    for name in spec(cfg_b).keys() - spec(cfg).keys():
+        if np.any(np.asarray(out[name]) != 0):
+            raise CheckpointError(
+                f"the bias {name!r} is not zero, but config.json's {GPT2_RECORD!r} entry says "
+                f"bias=false; remove the entry to import the model with its biases"
+            )
+    return {n: out[n] for n in spec(cfg)}
 
 
 def glassformer_to_gpt2(params: dict, cfg: Config) -> dict:

@@ -41,7 +41,7 @@ class Imported:
 
 def _read_config(folder: Path) -> dict:
     try:
-        data = files.read_json(files.inside(folder, folder / CONFIG_FILE))
+        data = files.read_json(files.member(folder, CONFIG_FILE))
     except GlassformerError as e:
         raise CheckpointError(str(e)) from None
     if not isinstance(data, dict):
@@ -74,6 +74,10 @@ def is_hf_folder(path: str | Path) -> bool:
     if not (path / CONFIG_FILE).is_file():
         return False
     try:
+        files.member(path, CONFIG_FILE)  # a config.json that links out is refused, not skipped
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
+    try:
         return "model_type" in _read_config(path)
     except CheckpointError:
         return False
@@ -102,28 +106,28 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    weight_files = [folder / "model.safetensors"]
-    index = folder / "model.safetensors.index.json"
-    if index.is_file():
+    names = ["model.safetensors"]
+    index = _member(folder, "model.safetensors.index.json")
+    if index is not None:
         try:
-            shards = sorted(set(files.read_json(index)["weight_map"].values()))
+            names = sorted(set(files.read_json(index)["weight_map"].values()))
         except GlassformerError as e:
             raise CheckpointError(str(e)) from None
         except (KeyError, TypeError, AttributeError) as e:
             raise CheckpointError(f"{index} is unreadable ({e})") from None
-        for s in shards:
-            if not isinstance(s, str) or Path(s).is_absolute() or ".." in Path(s).parts:
+        for s in names:
+            if not isinstance(s, str) or not Path(s).parts:
                 raise CheckpointError(
                     f"{index} names the shard {s!r}: shards must be file names inside the folder"
                 )
-        weight_files = [folder / s for s in shards]
-    if all(f.is_file() for f in weight_files):
+    try:
+        weight_files = [files.member(folder, s, required=False) for s in names]
+    except GlassformerError as e:
+        where = f"{index} names a shard that is refused: " if index is not None else ""
+        raise CheckpointError(f"{where}{e}") from None
+    if all(f is not None for f in weight_files):
         state = {}
         for f in weight_files:
-            try:
-                files.inside(folder, f)
-            except GlassformerError as e:
-                raise CheckpointError(f"{e}: shards must lie inside the folder") from None
             try:
                 state |= load_file(str(f))
             except (SafetensorError, OSError, ValueError, TypeError) as e:
@@ -132,12 +136,20 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
                     continue
                 raise CheckpointError(f"{f} is truncated or corrupt ({e})") from None
         return state
-    if (folder / "pytorch_model.bin").is_file():
-        return _torch_bin(folder / "pytorch_model.bin")
+    if (f := _member(folder, "pytorch_model.bin")) is not None:
+        return _torch_bin(f)
     raise CheckpointError(
         f"{folder} has no model.safetensors (or shards) and no pytorch_model.bin; "
         "save the model there with save_pretrained"
     )
+
+
+def _member(folder: Path, name: str) -> Path | None:
+    """`files.member` of a Hugging Face folder (None when absent), as a CheckpointError."""
+    try:
+        return files.member(folder, name, required=False)
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def _torch_safetensors(f: Path) -> dict[str, np.ndarray]:
@@ -202,9 +214,11 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
     params = {n: np.asarray(params[n], dtype=dtype) for n in spec(cfg)}
     check(cfg, params, where=str(folder))
     notes = []
+    for name in (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json"):
+        _member(folder, name)  # a tokenizer file that links out is refused, never left out
     try:
-        if (folder / OUR_TOKENIZER).is_file():
-            tok = tokenizer.load(folder / OUR_TOKENIZER)
+        if (ours := _member(folder, OUR_TOKENIZER)) is not None:
+            tok = tokenizer.load(ours)
         else:
             tok = HFTokenizer.from_files(folder)
     except TokenizerError as e:
@@ -267,22 +281,28 @@ def _token_ids(family: str, cfg: Config, tokenizer) -> dict[str, int]:
 
 
 def _tokenizer_files(family: str, cfg: Config, tokenizer) -> dict[str, bytes]:
-    """glassformer's own tokenizer, and for a Hugging Face one tokenizer.json with the
+    """glassformer's own tokenizer, and tokenizer.json (a Hugging Face one's own; a word or
+    character tokenizer's `hf_form`, which encodes to the same ids) with the
     tokenizer_config.json that `AutoTokenizer` reads (no template: the encoder sees the text's
     own tokens, as glassformer encodes a source)."""
+    from glassformer.tokenizer.hf_form import hf_form
+
     files = {OUR_TOKENIZER: tokenizer.to_json().encode()}
-    if not hasattr(tokenizer, "hf_json"):
+    hf_json = getattr(tokenizer, "hf_json", None) or hf_form(tokenizer)
+    if hf_json is None:
         return files
     named = {f"{role}_token": token for role, token in tokenizer.specials.items()}
     if family == "pegasus":
         named["pad_token"] = tokenizer.specials["bos"]
+    if tokenizer.kind == "char":  # "<s>" in a text is three characters: AutoTokenizer would
+        named = {}  # match a special it is told of (config.json still names their ids)
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
         **named,
         "model_max_length": cfg.max_len,
         "clean_up_tokenization_spaces": False,
     }
-    files["tokenizer.json"] = tokenizer.hf_json.encode()
+    files["tokenizer.json"] = hf_json.encode()
     files["tokenizer_config.json"] = _json(config)
     return files
 
@@ -291,7 +311,9 @@ def _json(data: dict) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
-def export(path: str | Path, cfg: Config, params: dict, tokenizer=None) -> tuple[str, Path]:
+def export(
+    path: str | Path, cfg: Config, params: dict, tokenizer=None, overwrite: bool = False
+) -> tuple[str, Path]:
     """Write a Hugging Face folder that `transformers` loads (config.json, model.safetensors in
     float32, the tokenizer): a decoder-only model as GPT-2 (GPT2LMHeadModel), an encoder without
     classifier as BERT (BertModel), a pre-LN encoder-decoder as Pegasus
@@ -299,8 +321,11 @@ def export(path: str | Path, cfg: Config, params: dict, tokenizer=None) -> tuple
     max_len tokens, as `glassformer translate`), which CTranslate2's converter also reads.
     A tokenizer built on Hugging Face `tokenizers` is written as tokenizer.json +
     tokenizer_config.json for `AutoTokenizer`; every tokenizer also as glassformer-tokenizer.json,
-    which `load` prefers. Nothing is written when the model has no such form."""
-    from glassformer.weights import write_directory
+    which `load` prefers. Nothing is written when the model has no such form, nor over an
+    existing folder without overwrite=True."""
+    from glassformer.weights import refuse_existing, write_directory
+
+    refuse_existing(path, overwrite)
 
     family, config, tensors = _family(cfg, params)
     config |= _token_ids(family, cfg, tokenizer)

@@ -112,7 +112,7 @@ def saved_train_config(out: str | Path) -> TrainConfig:
     path = out / TRAIN_CONFIG_FILE
     if not path.is_file():
         raise CheckpointError(f"{out} has no {TRAIN_CONFIG_FILE}: it is not a training checkpoint")
-    data = files.read_json(files.inside(out, path))
+    data = files.read_json(files.member(out, TRAIN_CONFIG_FILE))
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     if not isinstance(data, dict) or set(data) - known:
         extra = sorted(set(data) - known) if isinstance(data, dict) else "not a JSON object"
@@ -121,6 +121,15 @@ def saved_train_config(out: str | Path) -> TrainConfig:
         return TrainConfig(**data)
     except ConfigError as e:
         raise CheckpointError(f"{path}: {e}") from None
+
+
+def check_steps_left(out: str | Path, step: int, max_steps: int) -> None:
+    """A resumed run must have steps to train: the saved `step` below `max_steps`."""
+    if step >= max_steps:
+        raise CheckpointError(
+            f"the run in {out} is at step {step} and max_steps is {max_steps}: nothing to train; "
+            f"give --set max_steps=N with N > {step} to continue it, or start a new --out"
+        )
 
 
 # Each task's training recipe: TrainConfig values that `glassformer train TASK` starts from
@@ -272,10 +281,19 @@ def train(
     evaluate(model, task, tcfg, final) -> dict of metrics; defaults to `default_evaluate`.
     stop_at: stop (with a checkpoint) after this step, as if interrupted; the schedule still runs
         to max_steps, so a later `resume` continues the same run.
+    The output folder's lock is held for the whole run (files.locked; under torchrun by rank 0,
+    the one that writes): a second writer of `out` is refused, naming this one.
     """
+    out = Path(out)
+    lock = files.locked(out, "glassformer train") if dist_info()[0] == 0 else None
+    with lock or contextlib.nullcontext():
+        return _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate,
+                      stop_at)  # fmt: skip
+
+
+def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate, stop_at):
     callback = callback or (lambda event: None)
     evaluate = evaluate or default_evaluate
-    out = Path(out)
     weights.check_writable(out)  # before the first step, not at the first save
     rank, world = _setup_distributed(device)
     if tcfg.threads:
@@ -290,7 +308,9 @@ def train(
     opt = make_optimizer(model, tcfg, device)
     step, rows, snapshots = 0, [], {}
     if resume:
-        step, rows = restore(out, cfg, model, opt, task)
+        started = saved_train_config(out)  # the max_steps the state's step must be within
+        step, rows = restore(out, cfg, model, opt, task, max_step=started.max_steps)
+        check_steps_left(out, step, tcfg.max_steps)
         kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
         snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
     elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs

@@ -14,14 +14,16 @@ This module does not compute anything with the weights.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 from pathlib import Path
 
 import numpy as np
 
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, GlassformerError
-from glassformer.files import FileError, check_writable, inside, read_json, write_directory
+from glassformer.errors import CheckpointError, GlassformerError, InputError, OutputExists
+from glassformer.files import FileError, check_writable, member, read_json, write_directory
 
 __all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
 
@@ -156,7 +158,10 @@ def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dic
     """Seeded random weights: N(0, std^2) matrices, zero biases, LayerNorm gamma=1, beta=0.
 
     The same (cfg, seed, std) always gives the same values (NumPy PCG64), in spec order.
+    std must be a finite number > 0 and seed an integer in [0, 2**32), as `glassformer init`
+    says; dtype a float dtype.
     """
+    _check_init(cfg, seed, std, dtype)
     check_fits(cfg)
     rng = np.random.default_rng(seed)
     params = {}
@@ -169,6 +174,23 @@ def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dic
             value = rng.normal(0.0, std, size=shape)
         params[name] = value.astype(dtype)
     return params
+
+
+def _check_init(cfg, seed, std, dtype) -> None:
+    if not isinstance(cfg, Config):
+        raise InputError(f"cfg must be a Config (preset(...) or Config(...)), got {cfg!r:.60}")
+    real = isinstance(std, numbers.Real) and not isinstance(std, bool)
+    if not (real and math.isfinite(std) and std > 0):
+        raise InputError(f"std must be a finite number > 0, got {std}")
+    whole = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+    if not (whole and 0 <= seed < 2**32):
+        raise InputError(f"seed must be an integer in [0, 2**32), got {seed}")
+    try:
+        floating = np.dtype(dtype).kind == "f"
+    except TypeError:
+        floating = False
+    if not floating:
+        raise InputError(f"dtype must be a float dtype (np.float64, np.float32), got {dtype!r}")
 
 
 def check(cfg: Config, params: dict[str, np.ndarray], where: str = "checkpoint") -> None:
@@ -211,10 +233,13 @@ def save(
     extra: dict[str, bytes] | None = None,
     snapshots: dict[int, dict[str, np.ndarray]] | None = None,
     labels: list[str] | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Write config.json + model.safetensors (+ tokenizer.json, + labels.json: a classifier's
     class names, + `extra` files such as the training state, + earlier weights `snapshots`
-    {step: params}) atomically into `path`."""
+    {step: params}) atomically into `path`. A folder that is there and not empty (or a file)
+    is replaced only with overwrite=True, as the command line asks for --overwrite."""
+    refuse_existing(path, overwrite)
     if dtype not in STORABLE_DTYPES:
         raise GlassformerError(f"cannot store weights as {dtype}; use one of {STORABLE_DTYPES}")
     check(cfg, params, where="save")
@@ -238,6 +263,17 @@ def save(
         raise CheckpointError(str(e)) from None
 
 
+def refuse_existing(path: str | Path, overwrite: bool) -> None:
+    """The library's rule for every folder it writes: nothing there is replaced unless
+    overwrite=True (an empty folder is free)."""
+    p = Path(path)
+    if overwrite or not p.is_dir() or not any(p.iterdir()):
+        return  # a file there is never replaced, overwrite or not: files.building refuses it
+    raise OutputExists(
+        f"{p} already holds files; pass overwrite=True to replace it, or choose another folder"
+    )
+
+
 def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str, np.ndarray]:
     """The tensors in `dtype`; a value beyond the dtype's range is refused, never stored as inf."""
     limit = float(np.finfo(dtype).max)
@@ -254,10 +290,11 @@ def _tensors(cfg: Config, params: dict[str, np.ndarray], dtype: str) -> dict[str
 def load_labels(path: str | Path, cfg: Config) -> list[str] | None:
     """A classifier checkpoint's class names (labels.json), or None when it has none."""
     path = Path(path)
-    if not (path / LABELS_FILE).is_file():
-        return None
     try:
-        labels = read_json(inside(path, path / LABELS_FILE))
+        file = member(path, LABELS_FILE, required=False)
+        if file is None:
+            return None
+        labels = read_json(file)
     except FileError as e:
         raise CheckpointError(str(e)) from None
     _check_labels(labels, cfg, str(path / LABELS_FILE))
@@ -285,20 +322,47 @@ def snapshot_file(step: int) -> str:
 
 
 def snapshot_steps(path: str | Path) -> list[int]:
-    """Steps of the weight snapshots a checkpoint directory keeps, oldest first."""
+    """Steps of the weight snapshots a checkpoint directory keeps, oldest first: only files named
+    exactly as `snapshot_file` writes them (a stray `snapshot-step0042.safetensors` is not one),
+    each a file inside the folder (`files.member`), and none past the run's max_steps (its
+    train_config.json), which no snapshot of the run can be: such a name is refused, never taken
+    as the newest step."""
+    path = Path(path)
     steps = []
-    for f in Path(path).glob(f"{SNAPSHOT_PREFIX}*.safetensors"):
+    for f in path.glob(f"{SNAPSHOT_PREFIX}*.safetensors"):
         digits = f.name[len(SNAPSHOT_PREFIX) : -len(".safetensors")]
-        if digits.isdecimal():
+        if digits.isascii() and digits.isdigit() and snapshot_file(int(digits)) == f.name:
+            try:
+                member(path, f.name)
+            except FileError as e:
+                raise CheckpointError(str(e)) from None
             steps.append(int(digits))
+    if steps and (last := _max_steps(path)) is not None and max(steps) > last:
+        raise CheckpointError(
+            f"{path / snapshot_file(max(steps))} names step {max(steps)}, past the run's "
+            f"max_steps {last}: no snapshot of this run can be; delete the file"
+        )
     return sorted(steps)
+
+
+def _max_steps(path: Path) -> int | None:
+    """max_steps of a training checkpoint's train_config.json (None without one)."""
+    try:
+        file = member(path, "train_config.json", required=False)
+        value = read_json(file).get("max_steps") if file is not None else None
+    except (FileError, AttributeError) as e:
+        raise CheckpointError(f"{path / 'train_config.json'} is unreadable ({e})") from None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def load_snapshot(path: str | Path, cfg: Config, step: int) -> dict[str, np.ndarray]:
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
-    file = Path(path) / snapshot_file(step)
+    try:
+        file = member(path, snapshot_file(step))
+    except FileError as e:
+        raise CheckpointError(str(e)) from None
     try:
         raw = load_file(str(file))
     except (SafetensorError, OSError, ValueError, TypeError) as e:
@@ -326,6 +390,14 @@ def average_snapshots(path: str | Path, cfg: Config, k: int) -> tuple[dict, list
     return {n: v / k for n, v in total.items()}, chosen
 
 
+def models_in(folder: Path) -> list[str]:
+    """The names of the subfolders of `folder` that are models (hold a config.json), sorted."""
+    try:
+        return sorted(f.name for f in folder.iterdir() if (f / CONFIG_FILE).is_file())
+    except OSError:
+        return []
+
+
 def load(path: str | Path, dtype=np.float64):
     """Read a checkpoint directory: (Config, {name: array}, tokenizer or None), fully checked:
     every file must lie inside the folder, the config must be valid and fit in memory before the
@@ -348,19 +420,29 @@ def load(path: str | Path, dtype=np.float64):
             f"checkpoint {path} not found: expected a directory with "
             f"{CONFIG_FILE} and {WEIGHTS_FILE}"
         )
-    for name in (CONFIG_FILE, WEIGHTS_FILE):
-        if not (path / name).is_file():
+    found = {}
+    for name in (CONFIG_FILE, WEIGHTS_FILE, TOKENIZER_FILE):
+        try:
+            found[name] = member(path, name, required=False)
+        except FileError as e:
+            raise CheckpointError(str(e)) from None
+        if found[name] is None and name != TOKENIZER_FILE:
+            if name == CONFIG_FILE and (held := models_in(path)):
+                shown = ", ".join(held[:8]) + (" ..." if len(held) > 8 else "")
+                raise CheckpointError(
+                    f"{path} is a folder of models, not a model: it holds {shown}; give one of "
+                    f"them: {path / held[0]}"
+                )
             raise CheckpointError(f"checkpoint {path} has no {name}; it is incomplete")
-        inside(path, path / name)
     try:
-        cfg = Config.from_dict(read_json(path / CONFIG_FILE))
+        cfg = Config.from_dict(read_json(found[CONFIG_FILE]))
     except GlassformerError as e:
         message = str(e)
         where = str(path / CONFIG_FILE)
         raise CheckpointError(message if where in message else f"{where}: {message}") from None
     check_fits(cfg, where=str(path))
     try:
-        raw = load_file(str(path / WEIGHTS_FILE))
+        raw = load_file(str(found[WEIGHTS_FILE]))
     except (SafetensorError, OSError, ValueError, TypeError) as e:
         raise CheckpointError(
             f"{path / WEIGHTS_FILE} is truncated or corrupt ({e}); "
@@ -369,8 +451,8 @@ def load(path: str | Path, dtype=np.float64):
     check(cfg, raw, where=str(path / WEIGHTS_FILE))
     params = {n: raw[n].astype(dtype) for n in spec(cfg)}
     tokenizer = None
-    if (path / TOKENIZER_FILE).is_file():
-        tokenizer = tok.load(inside(path, path / TOKENIZER_FILE))
+    if found[TOKENIZER_FILE] is not None:
+        tokenizer = tok.load(found[TOKENIZER_FILE])
         if tokenizer.vocab_size > cfg.vocab_size:
             raise CheckpointError(
                 f"{path / TOKENIZER_FILE} has {tokenizer.vocab_size} tokens but "

@@ -38,7 +38,7 @@ SAMPLE = [*GEN, "--strategy", "sample"]
 TRAIN = ["train", "lm", "--out", "{tmp}/out", "--data", "{models}/corpus.txt", "--quiet"]
 TR = ["translate", "{tr}", "Hello."]
 RESUME = ["train", "translate", "--out", "{bad}", "--data", "{models}/pairs.tsv", "--valid",
-          "{models}/pairs.tsv", "--quiet", "--resume"]  # fmt: skip
+          "{models}/pairs.tsv", "--quiet", "--resume", "--set", "max_steps=3"]  # fmt: skip
 
 CASES: list[Case] = []
 

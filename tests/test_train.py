@@ -191,7 +191,7 @@ i = 0
 while True:
     i += 1
     p = weights.init(cfg, seed=i)
-    weights.save(sys.argv[1], cfg, p, extra={"big.bin": bytes(2_000_000)})
+    weights.save(sys.argv[1], cfg, p, extra={"big.bin": bytes(2_000_000)}, overwrite=True)
     print(i, flush=True)
 """
 

@@ -477,7 +477,7 @@ def test_save_twice_replaces_atomically(tmp_path):
     second = weights.init(CKPT_CFG, seed=2)
     path = tmp_path / "ck"
     weights.save(path, CKPT_CFG, first, tokenizer=article_tokenizer(), dtype="float64")
-    weights.save(path, CKPT_CFG, second, dtype="float64")
+    weights.save(path, CKPT_CFG, second, dtype="float64", overwrite=True)
     assert _listing(tmp_path) == ["ck"]
     # The whole directory was replaced: the first save's tokenizer.json is gone.
     assert _listing(path) == ["config.json", "model.safetensors"]
@@ -490,7 +490,7 @@ def test_save_over_a_different_config_replaces_it(tmp_path):
     path = tmp_path / "ck"
     weights.save(path, INIT_CFG, weights.init(INIT_CFG))
     params = weights.init(CKPT_CFG, seed=9)
-    weights.save(path, CKPT_CFG, params, dtype="float64")
+    weights.save(path, CKPT_CFG, params, dtype="float64", overwrite=True)
     cfg, back, _ = weights.load(path)
     assert cfg == CKPT_CFG
     _assert_params_equal(back, params)
@@ -698,7 +698,8 @@ def test_failed_save_keeps_previous_checkpoint(saved, monkeypatch):
     seen = []
     monkeypatch.setattr(safetensors.numpy, "save_file", _failing_save_file(seen))
     with pytest.raises(CheckpointError, match="disk full"):  # one clear error, not an OSError
-        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64")
+        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64",
+                     overwrite=True)  # fmt: skip
     monkeypatch.undo()
     assert len(seen) == 1
     tmp = seen[0]
@@ -729,7 +730,8 @@ class _BrokenTokenizer:
 def test_failure_after_weights_written_keeps_previous_checkpoint(saved):
     path, params = saved
     with pytest.raises(RuntimeError, match="exploded"):
-        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), tokenizer=_BrokenTokenizer())
+        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), tokenizer=_BrokenTokenizer(),
+                     overwrite=True)  # fmt: skip
     assert _listing(path.parent) == ["ck"]
     assert _listing(path) == ["config.json", "model.safetensors"]
     _, back, _ = weights.load(path)
@@ -749,7 +751,8 @@ def test_failure_while_swapping_keeps_previous_checkpoint(saved, monkeypatch):
     monkeypatch.setattr(files, "_exchange", lambda a, b: False)
     monkeypatch.setattr(files.os, "replace", fake_replace)
     with pytest.raises(CheckpointError, match="interrupted"):
-        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64")
+        weights.save(path, CKPT_CFG, weights.init(CKPT_CFG, seed=99), dtype="float64",
+                     overwrite=True)  # fmt: skip
     monkeypatch.undo()
     assert _listing(path.parent) == ["ck"]
     _, back, _ = weights.load(path)
@@ -760,7 +763,7 @@ def test_overwrite_uses_atomic_exchange(saved):
     """On Linux the old and new directories are swapped in one renameat2 call."""
     path, _ = saved
     new = weights.init(CKPT_CFG, seed=98)
-    weights.save(path, CKPT_CFG, new, dtype="float64")
+    weights.save(path, CKPT_CFG, new, dtype="float64", overwrite=True)
     assert _listing(path.parent) == ["ck"]
     _, back, _ = weights.load(path)
     _assert_params_equal(back, new)

@@ -5,13 +5,15 @@ encoders' commands: `embed` (sentence embeddings of a checkpoint or a Hugging Fa
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import sys
 from pathlib import Path
 
 import numpy as np
 
-from glassformer import inference, loading, weights
+from glassformer import files, inference, loading, weights
 from glassformer.cli.common import (
     SEED,
     class_names,
@@ -22,6 +24,7 @@ from glassformer.cli.common import (
     load_model,
     need_torch,
     not_onto_itself,
+    note,
     output_folder,
     overwrite_arg,
     read_text,
@@ -29,6 +32,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
+from glassformer.numerics import NonFiniteError
 from glassformer.tokenizer.display import display_kind, display_tokens
 
 
@@ -164,6 +168,29 @@ def cmd_config(args) -> int:
     return 0
 
 
+def writes_out(cmd):
+    """Run the command holding the lock of its output folder `args.out` from start to end
+    (files.locked): a second writer is refused in one line naming the holder, and what is in the
+    folder is looked at only once the lock is held. Under torchrun only rank 0 writes, and locks."""
+
+    @functools.wraps(cmd)
+    def run_locked(args) -> int:
+        if os.environ.get("RANK", "0") != "0":
+            return cmd(args)
+        what = " ".join(["glassformer", args.command, getattr(args, "task", "")]).strip()
+        with files.locked(args.out, what) as previous:
+            if previous is not None:
+                note(
+                    f"took over the lock of {args.out} left by process {previous['pid']} "
+                    f"({previous.get('command', '?')}, since {previous.get('since', '?')}), "
+                    "which no longer runs"
+                )
+            return cmd(args)
+
+    return run_locked
+
+
+@writes_out
 def cmd_init(args) -> int:
     from glassformer import tokenizer as tk
 
@@ -188,7 +215,7 @@ def cmd_init(args) -> int:
     if cfg.vocab_size != tok.vocab_size:
         cfg = cfg.override(f"vocab_size={tok.vocab_size}")
     params = weights.init(cfg, seed=args.seed, std=args.std)
-    weights.save(args.out, cfg, params, tokenizer=tok)
+    weights.save(args.out, cfg, params, tokenizer=tok, overwrite=args.overwrite)
     print(
         f"wrote {args.out}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
         f"{args.tokenizer} tokenizer of {tok.vocab_size} tokens"
@@ -196,6 +223,7 @@ def cmd_init(args) -> int:
     return 0
 
 
+@writes_out
 def cmd_export(args) -> int:
     not_onto_itself(args.checkpoint, args.out)
     output_folder(args.out, args.overwrite)
@@ -204,7 +232,10 @@ def cmd_export(args) -> int:
         params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
         print(f"averaged the weights of steps {', '.join(map(str, steps))}")
     labels = loading.class_names(args.checkpoint, cfg)
-    weights.save(args.out, cfg, params, tokenizer=tok, dtype=args.dtype, labels=labels)
+    weights.save(
+        args.out, cfg, params, tokenizer=tok, dtype=args.dtype, labels=labels,
+        overwrite=args.overwrite,
+    )  # fmt: skip
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
     print(
         f"wrote {args.out}: {weights.n_params(cfg):,} parameters as {args.dtype} "
@@ -213,6 +244,7 @@ def cmd_export(args) -> int:
     return 0
 
 
+@writes_out
 def cmd_import_hf(args) -> int:
     from glassformer import hf_dir
 
@@ -224,25 +256,29 @@ def cmd_import_hf(args) -> int:
     not_onto_itself(args.hf_dir, args.out)
     output_folder(args.out, args.overwrite)
     imp = hf_dir.load(args.hf_dir)
-    weights.save(args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype)
+    weights.save(
+        args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype,
+        overwrite=args.overwrite,
+    )  # fmt: skip
     print(
         f"imported {imp.family} from {args.hf_dir}: {imp.cfg.arch}, "
         f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
     )
     for name, reason in imp.skipped.items():
         print(f"  left out {name}: {reason}")
-    for note in imp.notes:
-        print(f"  {note}")
+    for line in imp.notes:
+        print(f"  {line}")
     return 0
 
 
+@writes_out
 def cmd_export_hf(args) -> int:
     from glassformer import hf_dir
 
     not_onto_itself(args.checkpoint, args.out)
     output_folder(args.out, args.overwrite)
     cfg, params, tok = loading.load(args.checkpoint)
-    family, out = hf_dir.export(args.out, cfg, params, tok)
+    family, out = hf_dir.export(args.out, cfg, params, tok, overwrite=args.overwrite)
     print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")
     return 0
 
@@ -254,7 +290,10 @@ def cmd_embed(args) -> int:
     if not cfg.has_encoder:
         raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
     ids = [encode(tok, t, cfg) for t in args.text]
-    E = inference.embed(cfg, params, ids, args.engine)  # (N, C)
+    try:
+        E = inference.embed(cfg, params, ids, args.engine, fix="try --engine reference")  # (N, C)
+    except NonFiniteError as e:
+        raise e.at(f"text {e.row + 1}") from None
     cosine = E @ E.T  # unit vectors: dot product = cosine similarity
     if args.json:
         items = [
@@ -299,7 +338,13 @@ def cmd_classify(args) -> int:
     if not texts:
         raise GlassformerError("nothing to classify: give texts or --input FILE")
     ids = [encode(tok, t, cfg) for t in texts]
-    probs = iter(inference.class_probabilities(cfg, params, ids, args.engine))  # (N, n_classes)
+    fix = "try --engine reference"
+    try:
+        probs = iter(inference.class_probabilities(cfg, params, ids, args.engine, fix=fix))
+    except NonFiniteError as e:  # its row: among the texts; the place: among all lines
+        n = [n for n, t in enumerate(lines) if t.strip()][e.row] - len(args.text)
+        place = f"text {n + len(args.text) + 1}" if n < 0 else f"{args.input}, line {n + 1}"
+        raise e.at(place) from None
     kind = display_kind(tok)
     tokens = iter(ids)
     for line in lines:  # a blank input line gives a blank output line: outputs stay aligned

@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from pathlib import Path
 
 from glassformer import weights
+from glassformer.cli.checkpoints import writes_out
 from glassformer.cli.common import (
     integer,
     last_step,
@@ -108,6 +110,7 @@ def add_parsers(sub) -> None:
 TASK_PRESETS = {"lm": "char-lm", "translate": "translator", "classify": "encoder-classifier"}
 
 
+@writes_out
 def cmd_train(args) -> int:
     need_torch("train")
     _check_train_options(args)
@@ -127,9 +130,15 @@ def cmd_train(args) -> int:
         weights.check_fits(cfg)
     data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
     valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
-    if args.init:
-        init_cfg, init_params, tokenizer = load_model(args.init)
-        cfg = init_cfg if args.task != "classify" else init_cfg.override(*model_sets)
+    if args.init and not args.resume:  # resuming, the weights come from --out
+        cfg, init_params, tokenizer = _init_model(args, model_sets)
+    if args.task == "lm" and not args.resume and "block_size" not in map(_key, train_sets):
+        if tcfg.block_size > cfg.max_len:  # the default context fits the model's (tiny: 32)
+            tcfg = dataclasses.replace(tcfg, block_size=cfg.max_len)
+            notes.append(
+                f"glassformer: note: block_size {cfg.max_len}, the model's max_len (the default "
+                f"{T.TrainConfig.block_size} is longer); --set block_size=N chooses another"
+            )
     cfg, task = prepare_task(
         args.task,
         cfg,
@@ -207,14 +216,6 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
         raise GlassformerError(
             f"nothing to resume: {out} not found or empty; start without --resume"
         )
-    fixed = {"--preset": args.preset, "--tokenizer": args.tokenizer, "--init": args.init}
-    fixed["--vocab-size"] = args.vocab_size
-    for flag, value in fixed.items():
-        if value is not None:
-            raise GlassformerError(
-                f"{flag} cannot change a run being resumed (the checkpoint in {out} fixes it); "
-                f"drop {flag}, or start a new --out"
-            )
     saved = T.saved_train_config(out)
     if saved.task != args.task:
         raise GlassformerError(f"{out} was trained with `train {saved.task}`; resume it so")
@@ -227,15 +228,63 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
                 f"--set {item} changes the model ({key} is {getattr(cfg, key)} in {out}); a "
                 "resumed run keeps its architecture: drop it, or start a new --out"
             )
+    _same_as_started(args, out, cfg, tokenizer, model_sets)
     tcfg = saved.override(*train_sets)
+    step = last_step(out / "log.csv")
+    if step:  # said before the data is read; train() checks the step of the state itself
+        T.check_steps_left(out, int(step), tcfg.max_steps)
     changes = [
         f"{f} {getattr(saved, f)} -> {getattr(tcfg, f)}"
         for f in saved.__dataclass_fields__
         if getattr(saved, f) != getattr(tcfg, f)
     ]
-    step = last_step(out / "log.csv")
     note = f"resuming {out}{f' from step {step}' if step else ''}"
     return cfg, tcfg, tokenizer, note + (f"; {', '.join(changes)}" if changes else "")
+
+
+def _init_model(args, model_sets: list[str]):
+    """(Config, params, tokenizer) of the --init checkpoint, as a run started from it has them."""
+    cfg, params, tokenizer = load_model(args.init)
+    return (cfg.override(*model_sets) if args.task == "classify" else cfg), params, tokenizer
+
+
+def _key(item: str) -> str:
+    return item.partition("=")[0].strip()
+
+
+def _same_as_started(args, out: Path, cfg, tokenizer, model_sets: list[str]) -> None:
+    """Re-running a run's own command with --resume is fine: --preset, --init, --tokenizer and
+    --vocab-size may repeat what the run in `out` was started with; a value that would give
+    another model or tokenizer is refused (a resumed run keeps both)."""
+    fitted = {"vocab_size", "n_classes"}  # set from the data and tokenizer when a run starts
+    given = []
+    if args.preset:
+        given.append((f"--preset {args.preset}", preset(args.preset).override(*model_sets)))
+    if args.init:
+        init_cfg, _, init_tok = _init_model(args, model_sets)
+        given.append((f"--init {args.init}", init_cfg))
+        if init_tok.to_json() != tokenizer.to_json():
+            raise GlassformerError(
+                f"--init {args.init} has another tokenizer than the run in {out}, which keeps its "
+                "own when resumed: drop --init, or give the checkpoint the run was started from"
+            )
+    for flag, other in given:
+        for f in dataclasses.fields(cfg):
+            if f.name not in fitted and getattr(other, f.name) != getattr(cfg, f.name):
+                raise GlassformerError(
+                    f"{flag} gives {f.name} {getattr(other, f.name)}, but the run in {out} has "
+                    f"{f.name} {getattr(cfg, f.name)}: a resumed run keeps its model; give the "
+                    f"options it was started with, or drop {flag.split()[0]}"
+                )
+    for flag, value, saved in (
+        ("--tokenizer", args.tokenizer, tokenizer.kind),
+        ("--vocab-size", args.vocab_size, tokenizer.vocab_size),
+    ):
+        if value is not None and value != saved:
+            raise GlassformerError(
+                f"{flag} {value}: the run in {out} was started with {flag} {saved}, which a "
+                f"resumed run keeps; drop {flag}, or start a new --out"
+            )
 
 
 def check_device(device: str) -> str:
@@ -354,7 +403,7 @@ def cmd_eval(args) -> int:
     import torch
 
     from glassformer import data as D
-    from glassformer import metrics
+    from glassformer import metrics, numerics
     from glassformer.inference import classify, translate_iter
     from glassformer.torch_model import from_params
 
@@ -364,6 +413,9 @@ def cmd_eval(args) -> int:
             f"--beam is for translation; {args.checkpoint} is arch={cfg.arch!r}: drop it"
         )
     model = from_params(cfg, params, dtype=torch.float32).eval()
+    exact = {"decoder": "generate --engine reference", "encoder": "classify --engine reference"}
+    exact = exact.get(cfg.arch, "translate --dtype float64")
+    checks = dict(params=params, fix=f"eval runs in float32 only; {exact} computes in float64")
     if cfg.arch == "decoder":
         ids = torch.tensor(tok.encode(D.read_text(args.data)))
         if args.limit:
@@ -373,7 +425,11 @@ def cmd_eval(args) -> int:
             for i in range(0, len(ids) - 1, T):
                 x, y = ids[i : i + T][None], ids[i + 1 : i + T + 1][None]
                 x = x[:, : y.shape[1]]
-                loss = torch.nn.functional.cross_entropy(model(x)[0], y[0], reduction="sum")
+                logits = model(x)  # (1, T, V)
+                what = f"the logits of tokens {i + 1}-{i + x.shape[1]}"
+                describe = lambda _, w=what, x=x: (w, x[0].tolist(), None)  # noqa: E731
+                numerics.check(logits, describe, cfg=cfg, **checks)
+                loss = torch.nn.functional.cross_entropy(logits[0], y[0], reduction="sum")
                 total, n = total + loss.item(), n + y.numel()
         print(
             f"loss {total / n:.4f} perplexity {metrics.perplexity(total / n):.3f} "
@@ -385,11 +441,18 @@ def cmd_eval(args) -> int:
         pairs = pairs[: args.limit]
     if cfg.arch == "encoder-decoder":
         cut: set[int] = set()  # pairs whose translation reached max_len before an end token
-        hyps = list(translate_iter(model, tok, [s for s, _ in pairs], args.beam or 4, cut=cut))
+        try:
+            srcs = [s for s, _ in pairs]
+            hyps = list(translate_iter(model, tok, srcs, args.beam or 4, cut=cut, **checks))
+        except numerics.NonFiniteError as e:
+            raise e.at(f"pair {e.row + 1}") from None
         print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
         note_cut(cut, [f"pair {k}" for k in range(1, len(pairs) + 1)], cfg.max_len)
         return 0
     ex = D.language_id(pairs)
-    pred = classify(model, tok, [s for s, _ in ex])
+    try:
+        pred = classify(model, tok, [s for s, _ in ex], **checks)
+    except numerics.NonFiniteError as e:
+        raise e.at(f"sentence {ex[e.row][0][:60]!r}") from None
     print(f"accuracy {metrics.accuracy(pred, [y for _, y in ex]):.4f} ({len(ex)} sentences)")
     return 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from glassformer.errors import TokenizerError
+from glassformer.errors import OutputExists, TokenizerError
 from glassformer.files import FileError, parse_json, write_file
 from glassformer.tokenizer.base import (
     DEFAULT_SPECIALS,
@@ -92,8 +92,10 @@ def load(path: str | Path) -> Tokenizer:
         raise TokenizerError(f"{path}: {e}") from None
 
 
-def save(tok: Tokenizer, path: str | Path) -> None:
-    """Write the tokenizer as UTF-8 JSON, atomically."""
+def save(tok: Tokenizer, path: str | Path, overwrite: bool = False) -> None:
+    """Write the tokenizer as UTF-8 JSON, atomically; an existing file only with overwrite=True."""
+    if Path(path).exists() and not overwrite:
+        raise OutputExists(f"{path} already exists; pass overwrite=True to replace it")
     write_file(path, (tok.to_json() + "\n").encode("utf-8"))
 
 

@@ -234,15 +234,15 @@ class HFTokenizer(BPETokenizer):
         folder = Path(folder)
         tk = _hf_module()
         config = _read_json(folder / "tokenizer_config.json")
-        if (folder / "tokenizer.json").is_file():
+        if _has(folder, "tokenizer.json"):
             hf_json = _utf8(folder, "tokenizer.json")
-        elif (folder / "vocab.txt").is_file():
+        elif _has(folder, "vocab.txt"):
             _utf8(folder, "vocab.txt")
             lower = bool(config.get("do_lower_case", True))
             vocab_txt = str(folder / "vocab.txt")
             wp = _library(folder, lambda: tk.BertWordPieceTokenizer(vocab_txt, lowercase=lower))
             hf_json = wp._tokenizer.to_str()
-        elif (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file():
+        elif _has(folder, "vocab.json") and _has(folder, "merges.txt"):
             _utf8(folder, "vocab.json")
             _utf8(folder, "merges.txt")
             names = str(folder / "vocab.json"), str(folder / "merges.txt")
@@ -286,12 +286,23 @@ _HF_SPECIAL_NAMES = {
 }
 
 
-def _utf8(folder: Path, name: str) -> str:
-    """The text of a tokenizer file inside `folder`, or one clear TokenizerError."""
-    from glassformer.files import FileError, inside
+def _has(folder: Path, name: str) -> bool:
+    """Whether `folder` has the file `name` (a link out of the folder is refused, not absent)."""
+    from glassformer.files import FileError, member
 
     try:
-        return inside(folder, folder / name).read_bytes().decode("utf-8")
+        return member(folder, name, required=False) is not None
+    except FileError as e:
+        raise TokenizerError(str(e)) from None
+
+
+def _utf8(folder: Path, name: str) -> str:
+    """The text of a tokenizer file inside `folder` (`files.member`), or one clear
+    TokenizerError; the library reads vocab.txt, vocab.json and merges.txt after this check."""
+    from glassformer.files import FileError, member
+
+    try:
+        return member(folder, name).read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise TokenizerError(f"{folder / name} is not UTF-8 text; restore it") from None
     except (OSError, FileError) as e:
@@ -306,7 +317,7 @@ def _library(folder: Path, make):
 
 
 def _read_json(path: Path) -> dict:
-    if not path.is_file():
+    if not _has(path.parent, path.name):
         return {}
     from glassformer.files import FileError, parse_json
 
