@@ -8,6 +8,11 @@ decoder prompts at once (batched greedy, left-padded into one KV cache), transla
 sentence searched by its own `decode.Beam`; its n-best list if asked), embed and classify.
 `decode.py` below it knows nothing of engines; this module joins the two.
 
+Every function here that returns numbers checks them (`numerics.check`: one isfinite per step
+or batch) and raises a `NonFiniteError` naming the input and the step where NaN or infinity
+starts, never a silent answer made of them. `params` (the float weights) lets it name that step
+with the reference engine, `fix` says what to do when only the lower precision overflows.
+
 PyTorch is imported only by the functions that need it, so the reference engine's paths
 (`step_function(..., engine="reference")`, `run_decoding`) work without it. Deliberately not here:
 reading user text or files, checks that name command-line flags beyond these, printing.
@@ -20,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glassformer import decode
+from glassformer import decode, numerics
 from glassformer import reference as R
 from glassformer.errors import INSTALL_TORCH, GlassformerError
 
@@ -105,10 +110,14 @@ def translate(
     batch_size: int = 64,
     max_len: int | None = None,
     length_penalty: float = 1.0,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> list[str]:
     """Decode each sentence free-running from BOS: batched greedy with a KV cache, or batched
     beam search when beam > 1 (`translate_iter`, collected)."""
-    return list(translate_iter(model, tok, sentences, beam, batch_size, max_len, length_penalty))
+    args = (beam, batch_size, max_len, length_penalty)
+    return list(translate_iter(model, tok, sentences, *args, params=params, fix=fix))
 
 
 def translate_iter(
@@ -121,6 +130,9 @@ def translate_iter(
     length_penalty: float = 1.0,
     window: int | None = None,
     cut: set[int] | None = None,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> Iterator[str]:
     """The translations of `sentences`, yielded in input order as soon as they are known.
 
@@ -129,10 +141,11 @@ def translate_iter(
     (`greedy_batch`, or `beam_batch` with `beam` hypotheses each); a window's translations come
     out in input order as its batches finish. `cut`, if given, receives the index of every
     sentence whose translation reached the length limit before an end token (cut short, or
-    repeating itself), by the time that translation is yielded.
+    repeating itself), by the time that translation is yielded. Non-finite logits raise
+    `numerics.NonFiniteError`, its `row` the sentence's index.
     """
     args = (beam, batch_size, max_len, length_penalty, window, cut)
-    for ids in _decoded(model, tok, sentences, *args):
+    for ids in _decoded(model, tok, sentences, *args, params=params, fix=fix):
         yield tok.decode(ids)
 
 
@@ -160,6 +173,9 @@ def translate_nbest_iter(
     length_penalty: float = 1.0,
     window: int | None = None,
     cut: set[int] | None = None,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> Iterator[list[Candidate]]:
     """Each sentence's `n_best` best translations from a beam of `beam` (best first, the first
     being `translate_iter`'s translation), yielded in input order as `translate_iter` yields;
@@ -173,7 +189,7 @@ def translate_nbest_iter(
             "widen the beam to see more candidates"
         )
     args = (beam, batch_size, max_len, length_penalty, window, cut)
-    for result in _decoded(model, tok, sentences, *args, keep_beams=True):
+    for result in _decoded(model, tok, sentences, *args, True, params=params, fix=fix):
         yield [
             Candidate(
                 tok.decode(h.ids[1:]),
@@ -187,7 +203,19 @@ def translate_nbest_iter(
 
 
 def _decoded(
-    model, tok, sentences, beam, batch_size, max_len, length_penalty, window, cut, keep_beams=False
+    model,
+    tok,
+    sentences,
+    beam,
+    batch_size,
+    max_len,
+    length_penalty,
+    window,
+    cut,
+    keep_beams=False,
+    *,
+    params=None,
+    fix=None,
 ):
     """translate_iter's work: each sentence's generated ids (or, with keep_beams, its whole
     `decode.BeamResult`, by beam search even at width 1), in input order."""
@@ -203,14 +231,20 @@ def _decoded(
         for b0 in range(0, len(order), batch_size):
             chunk = order[b0 : b0 + batch_size]
             batch = [srcs[i] for i in chunk]
-            if beam > 1 or keep_beams:
-                args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
-                results = beam_batch(model, batch, *args)
-                outs = results if keep_beams else [r.ids[1:] for r in results]
-                ended = [r.best.finished for r in results]
-            else:
-                outs = greedy_batch(model, batch, pad, tok.bos_id, tok.eos_id, limit - 1)
-                ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
+            checks = dict(params=params, fix=fix)
+            try:
+                if beam > 1 or keep_beams:
+                    args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
+                    results = beam_batch(model, batch, *args, **checks)
+                    outs = results if keep_beams else [r.ids[1:] for r in results]
+                    ended = [r.best.finished for r in results]
+                else:
+                    outs = greedy_batch(
+                        model, batch, pad, tok.bos_id, tok.eos_id, limit - 1, **checks
+                    )
+                    ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
+            except numerics.NonFiniteError as e:  # its row: the batch's; the sentence's here
+                raise numerics.NonFiniteError(str(e), chunk[e.row]) from None
             done.update(zip(chunk, outs, strict=True))
             if cut is not None:
                 cut.update(i for i, e in zip(chunk, ended, strict=True) if not e)
@@ -238,11 +272,15 @@ def greedy_batch(
     bos_id: int,
     eos_id: int | None,
     max_new_tokens: int,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> list[list[int]]:
     """Greedy translation of a batch of source sequences with one shared KV cache.
 
     Returns each sentence's generated ids (BOS and EOS excluded). Sentences that reached EOS keep
-    being fed (their outputs are ignored) until all are done or the limit is hit.
+    being fed (their outputs are ignored) until all are done or the limit is hit. Non-finite
+    logits of a sentence not yet done raise `numerics.NonFiniteError` (row: its index in srcs).
     """
     import torch
 
@@ -257,8 +295,17 @@ def greedy_batch(
         done = torch.zeros(len(srcs), dtype=torch.bool, device=device)
         for _ in range(max_new_tokens):
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
+            live = torch.nonzero(~done).flatten().tolist()
+
+            def describe(r, live=live):
+                b = live[r]
+                what = f"translation stopped at new token {len(out[b]) + 1}: the next-token logits"
+                return what, [bos_id, *out[b]], srcs[b]
+
+            shown = logits[:, -1] if len(live) == len(srcs) else logits[live, -1]  # (B live, V)
+            numerics.check(shown, describe, params, model.cfg, fix, rows=live)
             nxt = logits[:, -1].argmax(-1)  # (B,)
-            for b in torch.nonzero(~done).flatten().tolist():
+            for b in live:
                 token = int(nxt[b])
                 if token == eos_id:
                     done[b] = True
@@ -277,6 +324,9 @@ def greedy_prompts(
     eos_id: int | None = None,
     pad_id: int = 0,
     window: bool = True,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of many decoder prompts at once: each row's new ids, as
     `decode.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
@@ -286,7 +336,8 @@ def greedy_prompts(
     and each row's positions count from its own first token (`KVCache.pad_left`), so every row
     computes what it would alone. Each step feeds every row its last token; a finished row's
     outputs are ignored until all are done. Past max_len (window True) each row reads only its
-    last max_len ids, recomputed every step as `torch_steps.step_fn` does.
+    last max_len ids, recomputed every step as `torch_steps.step_fn` does. Non-finite logits of
+    a live row raise `numerics.NonFiniteError` (row: its index in prompts).
     """
     import torch
 
@@ -315,8 +366,15 @@ def greedy_prompts(
                 cache.pad_left = pad
                 valid = torch.arange(width, device=device)[None, :] >= pad[:, None]
                 logits = model(ids, valid=valid, cache=cache, last_only=True)
-            if not bool(torch.isfinite(logits).all()):
-                raise FloatingPointError("non-finite logits")
+            rows = [b for b, alive in enumerate(live) if alive]
+
+            def describe(r, rows=rows):
+                b = rows[r]
+                what = f"generation stopped at new token {len(new[b]) + 1}: the next-token logits"
+                return what, seqs[b][-L:], None
+
+            shown = logits[:, -1] if len(rows) == len(seqs) else logits[rows, -1]  # (B live, V)
+            numerics.check(shown, describe, params, model.cfg, fix, rows=rows)
             nxt = logits[:, -1].argmax(-1).tolist()  # (B,)
             for b, token in enumerate(nxt):
                 seqs[b].append(token)
@@ -336,6 +394,9 @@ def beam_batch(
     max_len: int | None = None,
     length_penalty: float = 1.0,
     pad_id: int = 0,
+    *,
+    params: dict | None = None,
+    fix: str | None = None,
 ) -> list[decode.BeamResult]:
     """Beam search for many source sequences at once, each a `decode.Beam` of its own.
 
@@ -343,7 +404,8 @@ def beam_batch(
     the decoder once on the rows' last tokens, takes each row's `width` best tokens (`_top`),
     lets every sentence's Beam keep its best candidates, then reorders the cache rows to follow
     the surviving hypotheses (finished sentences drop out). Per sentence the result is
-    `decode.beam_search` over the same model, up to floating-point rounding.
+    `decode.beam_search` over the same model, up to floating-point rounding. Non-finite logits
+    of a hypothesis raise `numerics.NonFiniteError` (row: its sentence's index in srcs).
     """
     import torch
 
@@ -364,6 +426,13 @@ def beam_batch(
         while True:
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
             src = src_valid = None  # the encoder ran once; its output is in the cache
+
+            def describe(r, layout=layout, live=live):
+                h = [h for i in live for h in beams[i].alive][r]
+                what = f"translation stopped at new token {len(h.ids)}: the next-token logits"
+                return what, h.ids, srcs[layout[r]]
+
+            numerics.check(logits[:, -1], describe, params, model.cfg, fix, rows=layout)
             tokens, logps = _top(logits[:, -1], width)
             row, still, index = 0, [], []
             for i in live:
@@ -443,17 +512,23 @@ def _select_rows(cache, index, cross: bool = True) -> None:
             setattr(cache, name, t.index_select(0, index))
 
 
-def embed(cfg, params, ids: list[list[int]], engine: str = "torch") -> np.ndarray:
+def embed(
+    cfg, params, ids: list[list[int]], engine: str = "torch", fix: str | None = None
+) -> np.ndarray:
     """Sentence embeddings (N, C), unit vectors: the reference engine in float64, or the torch
-    engine in float32, batched with padding."""
+    engine in float32, batched with padding. Non-finite values raise `numerics.NonFiniteError`
+    (row: the sequence's index)."""
     if engine == "reference":
-        return np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
-    torch = _torch_or_reference()
-    from glassformer.torch_model import from_params, sentence_embeddings
+        E = np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
+    else:
+        torch = _torch_or_reference()
+        from glassformer.torch_model import from_params, sentence_embeddings
 
-    model = from_params(cfg, params, dtype=torch.float32).eval()
-    with torch.no_grad():
-        return sentence_embeddings(model, *_padded(ids, 0, "cpu")).double().numpy()
+        model = from_params(cfg, params, dtype=torch.float32).eval()
+        with torch.no_grad():
+            E = sentence_embeddings(model, *_padded(ids, 0, "cpu")).double().numpy()
+    numerics.check(E, lambda b: ("the sentence embedding's values", ids[b], None), params, cfg, fix)
+    return E
 
 
 def _torch_or_reference():
@@ -467,36 +542,54 @@ def _torch_or_reference():
     return torch
 
 
-def class_probabilities(cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64):
+def class_probabilities(
+    cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64, fix: str | None = None
+):
     """Each sequence's probability of every class (N, n_classes) from an encoder classifier: the
     reference engine in float64, or the torch engine in float32, batched with padding (its
-    logits softmaxed in float64). engine "auto": torch if installed, else the reference."""
+    logits softmaxed in float64). engine "auto": torch if installed, else the reference.
+    Non-finite logits raise `numerics.NonFiniteError` (row: the sequence's index)."""
     if engine == "auto":
         try:
             import torch  # noqa: F401
         except ImportError:
             engine = "reference"
     if engine == "reference":
-        return np.stack([R.softmax(R.classify(params, cfg, x)) for x in ids])  # (N, n_classes)
-    torch = _torch_or_reference()
-    from glassformer.torch_model import from_params
+        logits = np.stack([R.classify(params, cfg, x) for x in ids])  # (N, n_classes)
+    else:
+        torch = _torch_or_reference()
+        from glassformer.torch_model import from_params
 
-    model = from_params(cfg, params, dtype=torch.float32).eval()
-    out = []
-    with torch.no_grad():
-        for i in range(0, len(ids), batch_size):
-            batch, valid = _padded(ids[i : i + batch_size], 0, "cpu")
-            out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
-    return R.softmax(np.concatenate(out))
+        model = from_params(cfg, params, dtype=torch.float32).eval()
+        out = []
+        with torch.no_grad():
+            for i in range(0, len(ids), batch_size):
+                batch, valid = _padded(ids[i : i + batch_size], 0, "cpu")
+                out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
+        logits = np.concatenate(out)
+    numerics.check(logits, lambda b: ("the class logits", ids[b], None), params, cfg, fix)
+    return R.softmax(logits)
 
 
-def classify(model, tok, sentences: list[str]) -> list[int]:
-    """The predicted class of each sentence, one at a time (cut to max_len, never empty)."""
+def classify(
+    model, tok, sentences: list[str], *, params: dict | None = None, fix: str | None = None
+) -> list[int]:
+    """The predicted class of each sentence, one at a time (cut to max_len, never empty).
+    Non-finite logits raise `numerics.NonFiniteError` (row: the sentence's index)."""
     import torch
 
     pred = []
     with torch.no_grad():
-        for s in sentences:
+        for k, s in enumerate(sentences):
             ids = tok.encode(s)[: model.cfg.max_len] or [tok.pad_id]
-            pred.append(int(model(torch.tensor([ids])).argmax(-1)))
+            logits = model(torch.tensor([ids]))  # (1, n_classes)
+            numerics.check(
+                logits,
+                lambda _, x=ids: ("the class logits", x, None),
+                params,
+                model.cfg,
+                fix,
+                rows=[k],
+            )
+            pred.append(int(logits.argmax(-1)))
     return pred

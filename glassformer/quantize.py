@@ -22,6 +22,7 @@ shipped models, 8.7 s for GPT-2-small's 124M on the busy 2-core development mach
 from __future__ import annotations
 
 import functools
+import math
 import warnings
 
 import torch
@@ -82,7 +83,24 @@ class Int8Linear(nn.Module):
         self.reduce_range = not has_vnni() if reduce_range is None else reduce_range
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self._packed, self.reduce_range)
+        # A NaN or an infinity in x has no quantization range: the kernel fails (no finite range)
+        # or quietly reads it as a number, a finite wrong answer. One sum finds it (the kernel
+        # runs on the CPU, where reading the sum costs nothing more), and `_nonfinite` gives NaN
+        # in those rows, as a float layer would, for the check on the logits to find.
+        if math.isfinite(float(x.sum())):
+            return torch.ops.quantized.linear_dynamic(x, self._packed, self.reduce_range)
+        return self._nonfinite(x)
+
+    def _nonfinite(self, x: Tensor) -> Tensor:
+        """NaN in the rows of x holding a NaN or an infinity; the others as usual (quantized
+        by themselves: a non-finite row has no range to share)."""
+        good = x.isfinite().all(-1)  # (...,) rows
+        if bool(good.all()):  # finite, only its sum overflowed
+            return torch.ops.quantized.linear_dynamic(x, self._packed, self.reduce_range)
+        y = x.new_full((*x.shape[:-1], self.out_features), float("nan"))
+        if bool(good.any()):
+            y[good] = torch.ops.quantized.linear_dynamic(x[good], self._packed, self.reduce_range)
+        return y
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"

@@ -14,6 +14,8 @@ from glassformer.errors import GlassformerError
 
 SAMPLING_OPTIONS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": None}
 BEAM_OPTIONS = {"beam_width": 4, "length_penalty": 1.0}
+# What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
+FIX = "try --dtype float64 or --engine reference"
 STRATEGY_RULE = (
     "A sampling option (--temperature, --top-k, --top-p, --seed) without --strategy means "
     "--strategy sample, a beam option (--beam-width, --length-penalty) --strategy beam, and the "
@@ -101,7 +103,7 @@ def run_decoding(
             f"--beam-width {args.beam_width} is more than the vocabulary ({cfg.vocab_size} "
             "tokens); use at most the vocabulary size"
         )
-    step = numerics.checked(step, params, cfg, len(prompt), src)
+    step = numerics.checked(step, params, cfg, len(prompt), src, FIX)
     result = inference.run_decoding(
         step,
         prompt,
@@ -120,12 +122,26 @@ def run_decoding(
     if quiet:
         return result
     if window and len(ids) > cfg.max_len:
-        note(
-            f"the text is longer than the model's context of {cfg.max_len} tokens: each next "
-            f"token was predicted from the last {cfg.max_len} only (a sliding window)"
-        )
+        note(context_slid(len(prompt), len(ids) - len(prompt), args.max_new_tokens, cfg))
     note(stop_reason(result, len(prompt), max_new, args.max_new_tokens is None, cfg))
     return result
+
+
+def context_slid(n_prompt: int, n_new: int, asked: int | None, cfg) -> str:
+    """What happened when a decoder's sequence outgrew its max_len: the text itself was longer,
+    or the prompt plus what was generated, with what to do to stay within the context."""
+    L = cfg.max_len
+    slid = f"each token after token {L} was predicted from the last {L} only (a sliding window)"
+    if n_prompt > L:
+        return (
+            f"the text has {n_prompt} tokens, more than the model's context (max_len {L}): " + slid
+        )
+    flag = f"--max-new-tokens {asked}" if asked is not None else "the default --max-new-tokens"
+    return (
+        f"the prompt ({n_prompt} tokens) + {n_new} new tokens ({flag}) is more than the model's "
+        f"context (max_len {L}): {slid}; give --max-new-tokens {L - n_prompt} or less to stay "
+        "within it"
+    )
 
 
 def max_new_tokens(args, cfg) -> int:

@@ -20,6 +20,7 @@ from glassformer.cli.common import (
     read_text,
 )
 from glassformer.cli.decoding import (
+    FIX,
     choose_strategy,
     decoding_args,
     max_new_tokens,
@@ -27,6 +28,7 @@ from glassformer.cli.decoding import (
     run_decoding,
 )
 from glassformer.errors import GlassformerError
+from glassformer.numerics import NonFiniteError
 
 
 def add_parsers(sub) -> None:
@@ -149,13 +151,13 @@ def _generate_lines(args, cfg, params, tok, dtype: str) -> int:
         except ImportError:
             if args.engine == "torch":
                 raise
-    if model is not None and args.strategy == "greedy":
-        try:
-            outs = _greedy_lines(args, model, cfg, tok, inputs)
-        except FloatingPointError:  # one at a time below names where it starts
+    try:
+        if model is not None and args.strategy == "greedy":
+            outs = _greedy_lines(args, model, cfg, params, tok, inputs)
+        else:
             outs = _lines_one_by_one(args, model, cfg, params, tok, inputs)
-    else:
-        outs = _lines_one_by_one(args, model, cfg, params, tok, inputs)
+    except NonFiniteError as e:  # its row: the index of the line
+        raise e.at(f"{args.input}, line {e.row + 1}") from None
     escaped = False
     for i in range(len(lines)):
         text = outs.get(i, "")
@@ -167,21 +169,27 @@ def _generate_lines(args, cfg, params, tok, dtype: str) -> int:
     return 0
 
 
-def _greedy_lines(args, model, cfg, tok, inputs: dict) -> dict:
-    """Greedy outputs of many prompts, batched; shortest first, so that a batch pads little."""
+def _greedy_lines(args, model, cfg, params, tok, inputs: dict) -> dict:
+    """Greedy outputs of many prompts, batched; shortest first, so that a batch pads little.
+    Non-finite logits: a NonFiniteError whose row is the line's index."""
     order = sorted(inputs, key=lambda i: len(inputs[i]))
     max_new, outs = max_new_tokens(args, cfg), {}
+    checks = dict(params=params, fix=FIX)
     for b0 in range(0, len(order), args.batch_size):
         chunk = order[b0 : b0 + args.batch_size]
         batch = [inputs[i] for i in chunk]
-        if cfg.arch == "decoder":
-            new = inference.greedy_prompts(model, batch, max_new, tok.eos_id, tok.pad_id or 0)
-            texts = [tok.decode(p + n) for p, n in zip(batch, new, strict=True)]
-        else:
-            limit = min(max_new, cfg.max_len - 1)  # the target's positions, BOS included
-            pad = tok.pad_id or 0
-            new = inference.greedy_batch(model, batch, pad, bos(tok)[0], tok.eos_id, limit)
-            texts = [tok.decode(n) for n in new]
+        try:
+            if cfg.arch == "decoder":
+                pad = tok.pad_id or 0
+                new = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
+                texts = [tok.decode(p + n) for p, n in zip(batch, new, strict=True)]
+            else:
+                limit = min(max_new, cfg.max_len - 1)  # the target's positions, BOS included
+                args_ = (tok.pad_id or 0, bos(tok)[0], tok.eos_id, limit)
+                new = inference.greedy_batch(model, batch, *args_, **checks)
+                texts = [tok.decode(n) for n in new]
+        except NonFiniteError as e:
+            raise NonFiniteError(str(e), chunk[e.row]) from None
         outs.update(zip(chunk, texts, strict=True))
     return outs
 
@@ -198,14 +206,15 @@ def _lines_one_by_one(args, model, cfg, params, tok, inputs: dict) -> dict:
             step = step_fn(model, src, window=window)
         else:
             step = R.next_token_logits(params, cfg, src, window=window)
-        out = run_decoding(args, step, prompt, tok, cfg, params, src, window=window, quiet=True)
+        try:
+            out = run_decoding(args, step, prompt, tok, cfg, params, src, window, quiet=True)
+        except NonFiniteError as e:
+            raise NonFiniteError(str(e), i) from None
         outs[i] = tok.decode(out.ids[len(prompt) :] if src is not None else out.ids)
     return outs
 
 
 def cmd_translate(args) -> int:
-    from tqdm import tqdm
-
     dtype = engine_dtype(args, "float32")
     cfg, params, tok = load_model(args.checkpoint)
     if cfg.arch != "encoder-decoder":
@@ -244,18 +253,31 @@ def cmd_translate(args) -> int:
         except GlassformerError as e:
             raise GlassformerError(f"{place}: {e}") from None
     model = inference.torch_engine(cfg, params, dtype)
-    show = args.progress or sys.stderr.isatty()
     # Each translation is printed as soon as it and those before it are known; a blank input
     # line gives a blank output line, so that outputs stay aligned with inputs (with --n-best,
     # each line starts with its input line's number instead, and blank lines give nothing).
     cut: set[int] = set()  # sentences that reached max_len before an end token
+    checks = dict(cut=cut, params=params, fix="try --dtype float64")
     if args.n_best:
         results = inference.translate_nbest_iter(
-            model, tok, sentences, args.n_best, args.beam, cut=cut
+            model, tok, sentences, args.n_best, args.beam, **checks
         )
     else:
-        results = inference.translate_iter(model, tok, sentences, beam=args.beam, cut=cut)
-    with tqdm(total=len(sentences), unit="sentence", disable=not show, file=sys.stderr) as bar:
+        results = inference.translate_iter(model, tok, sentences, beam=args.beam, **checks)
+    try:
+        _print_translations(args, lines, results, len(sentences))
+    except NonFiniteError as e:  # its row: the sentence's index
+        raise e.at(where[e.row]) from None
+    note_cut(cut, where, cfg.max_len)
+    return 0
+
+
+def _print_translations(args, lines: list[str], results, n_sentences: int) -> None:
+    """Each translation (or n-best list) as soon as it is known, in input order."""
+    from tqdm import tqdm
+
+    show = args.progress or sys.stderr.isatty()
+    with tqdm(total=n_sentences, unit="sentence", disable=not show, file=sys.stderr) as bar:
         for n, line in enumerate(lines, 1):
             if args.n_best:
                 if not line.strip():
@@ -268,5 +290,3 @@ def cmd_translate(args) -> int:
             with bar.external_write_mode():
                 print(text, flush=True)
             bar.update(bool(line.strip()))
-    note_cut(cut, where, cfg.max_len)
-    return 0

@@ -8,6 +8,9 @@ vocabulary order) exceeds u. That is exactly what `Generator.choice(p=...)` does
 `decode.sample`, so the same seed gives the same tokens as `glassformer generate --seed` (a test
 holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
 
+Every step's logits are checked (`runs.step_function`, `numerics.checked_many`): NaN or infinity
+stops generation with a `NonFiniteError` naming the token and the step where it starts.
+
 Deliberately not here: traces (each step's trace is a run of its context, `runs.make_run`).
 """
 
@@ -17,9 +20,9 @@ import secrets
 
 import numpy as np
 
-from glassformer import decode
+from glassformer import decode, numerics
 from glassformer.errors import GlassformerError
-from glassformer.serve.runs import bos, encode, piece, step_function
+from glassformer.serve.runs import FIX, bos, encode, piece, step_function
 from glassformer.serve.sessions import Model
 from glassformer.tokenizer.display import display_token
 
@@ -53,12 +56,12 @@ def generate(
         raise GlassformerError(
             f"beam width {beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
         )
-    step = step_function(m, src)
+    step = step_function(m, src, len(prompt))
     limits = dict(max_new_tokens=max_new_tokens, eos_id=tok.eos_id, max_len=cfg.max_len)
     out = {"strategy": strategy, "prompt": prompt, "src": src, "n_prompt": len(prompt)}
     with np.errstate(all="ignore"):
         if strategy == "beam":
-            many = _many_step(m, src)
+            many = _many_step(m, src, len(prompt))
             r = decode.beam_search(
                 step, prompt, width=beam_width, length_penalty=length_penalty, step_many=many,
                 **limits,
@@ -84,13 +87,13 @@ def generate(
     return out
 
 
-def _many_step(m: Model, src):
+def _many_step(m: Model, src, prompt_len: int):
     model = m.decoding_model()
     if model is None:
         return None
     from glassformer.torch_steps import many_step_fn
 
-    return many_step_fn(model, src)
+    return numerics.checked_many(many_step_fn(model, src), m.params, m.cfg, prompt_len, src, FIX)
 
 
 def _softmax(z: np.ndarray) -> np.ndarray:

@@ -7,6 +7,8 @@ typed source and a decoder input (given, or the greedy translation, decoded with
 engine's KV cache when torch is installed, as `explain` decodes); an encoder on the text (its
 sentence embedding, or its classifier); a walkthrough's own recorded trace. Interventions use
 `glassformer.interventions` on the same engine, so the numbers beside the trace are its numbers.
+A model's run whose output is NaN or infinite, or a decoding step that is, is refused with a
+`NonFiniteError` naming the step where it starts (`numerics`), never shown as an answer.
 
 Deliberately not here: HTTP and JSON shapes (`app.py`, `api.py`), decoding strategies
 (`generation.py`), the engines' agreement (`fidelity.py`).
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from glassformer import interventions as I
+from glassformer import numerics
 from glassformer import reference as R
 from glassformer.errors import GlassformerError
 from glassformer.serve.sessions import Fixed, Model
@@ -66,15 +69,22 @@ def encode(m: Model, text: str, room: int = 0) -> tuple[list[int], list[str]]:
     return ids, list(unknown)
 
 
-def step_function(m: Model, src: list[int] | None):
+# What to do when only the decoding engine's lower precision overflows (`serve --dtype`).
+FIX = "start serve with --dtype float64"
+
+
+def step_function(m: Model, src: list[int] | None, prompt_len: int = 1):
     """Next-token logits for decoding: the PyTorch engine (KV cache; float64 unless `serve
-    --dtype` says otherwise) when installed, else the reference engine."""
+    --dtype` says otherwise) when installed, else the reference engine; non-finite logits raise
+    a `NonFiniteError` (`numerics.checked`; prompt_len: where the new tokens start)."""
     model = m.decoding_model()
     if model is not None:
         from glassformer.torch_steps import step_fn
 
-        return step_fn(model, src)
-    return R.next_token_logits(m.params, m.cfg, src)
+        step = step_fn(model, src)
+    else:
+        step = R.next_token_logits(m.params, m.cfg, src)
+    return numerics.checked(step, m.params, m.cfg, prompt_len, src, FIX)
 
 
 def bos(m: Model) -> int:
@@ -112,19 +122,29 @@ def _model_run(model_id: str, m: Model, text: str, ids, target) -> Run:
         labels = {"encoder": tok.tokens(src), "decoder": [piece(tok, i) for i in target]}
         with np.errstate(all="ignore"), tracing(labels) as trace:
             logits = R.forward(p, cfg, list(target), src_ids=src)
+        _check(m, logits, list(target), src)
         return Run(model_id, cfg.arch, trace, src, list(target), unknown, logits, gen)
     if cfg.arch == "decoder":
         if ids is None:
             ids, unknown = encode(m, text)
         with np.errstate(all="ignore"), tracing({"decoder": [piece(tok, i) for i in ids]}) as tr:
             logits = R.forward(p, cfg, list(ids))
+        _check(m, logits, list(ids))
         return Run(model_id, cfg.arch, tr, None, list(ids), unknown, logits)
     ids, unknown = encode(m, text)
     with np.errstate(all="ignore"), tracing({"encoder": tok.tokens(ids)}) as trace:
         logits = R.classify(p, cfg, ids) if cfg.n_classes else None
         if not cfg.n_classes:
             R.sentence_embedding(p, cfg, ids)
+    _check(m, logits if cfg.n_classes else trace["embedding"], ids)
     return Run(model_id, cfg.arch, trace, list(ids), list(ids), unknown, logits)
+
+
+def _check(m: Model, out: np.ndarray, ids: list[int], src: list[int] | None = None) -> None:
+    """A run's output (logits, or an embedding) is finite, or a NonFiniteError naming where."""
+    embedding = m.cfg.arch == "encoder" and not m.cfg.n_classes
+    what = "the values of the embedding" if embedding else "the model's outputs"
+    numerics.check(np.asarray(out)[None], lambda _: (what, ids, src), m.params, m.cfg, FIX)
 
 
 def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
@@ -285,7 +305,8 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
         if limit < 1:
             texts[label] = ""
             continue
+        step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, FIX)
         with np.errstate(all="ignore"):
-            g = decode.greedy(step_under(f), prompt, limit, m.tok.eos_id, m.cfg.max_len)
+            g = decode.greedy(step, prompt, limit, m.tok.eos_id, m.cfg.max_len)
         texts[label] = m.tok.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])
     return texts
