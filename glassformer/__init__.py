@@ -5,9 +5,12 @@ A NumPy float64 reference engine (`glassformer.reference`) that *is* the math of
 recorded by `glassformer.trace`, over one `Config` and one weight-naming scheme (`weights.spec`).
 """
 
-from glassformer import explain  # noqa: F401 (installs Trace._repr_html_: Jupyter shows reports)
-from glassformer.config import PRESETS, Config, preset
-from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
+from glassformer.interrupts import hold_during_imports
+
+with hold_during_imports():  # a Ctrl-C here ends the import when it is done, in one line
+    from glassformer import explain  # noqa: F401 (installs Trace._repr_html_: Jupyter shows it)
+    from glassformer.config import PRESETS, Config, preset
+    from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
 
 __all__ = [
     "Config",

@@ -37,6 +37,8 @@ from glassformer.errors import GlassformerError
 from glassformer.trace import intervene
 
 METHODS = ("integrated_gradients", "gradient_x_input")
+MAX_STEPS = 1024  # quadrature nodes: far past where the error stops falling (see above)
+MAX_BYTES = 4 * 2**30  # what the one batched forward over every node may hold, about
 
 
 @dataclass
@@ -123,6 +125,9 @@ def input_attribution(
         raise GlassformerError(f"{len(targets)} targets but {len(tokens)} tokens")
 
     if method == "integrated_gradients":
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+            raise GlassformerError(f"steps must be an integer in [1, {MAX_STEPS}], got {steps!r}")
+        _check_memory(cfg, steps + 2, T, len(src_ids or ()), next(model.parameters()).dtype)
         alpha, weight = gauss_legendre(steps)
         alpha = np.concatenate([[1.0, 0.0], alpha])  # rows 0 and 1: the input and the baseline
         weight = np.concatenate([[0.0, 0.0], weight])
@@ -161,3 +166,19 @@ def input_attribution(
         result.f_baseline = np.array(f0)
         result.completeness = np.abs(scores.sum(-1) - (result.f - result.f_baseline))
     return result
+
+
+def _check_memory(cfg, B: int, T: int, S: int, dtype) -> None:
+    """Refuse, before any work, a batch over the integration nodes that would not fit: B rows
+    of T decoder (S encoder) tokens, each holding for the backward pass about its logits and,
+    per block, a dozen d_model-wide vectors, the FFN's hidden layer and the attention maps."""
+    per_token = cfg.n_decoder_layers * (12 * cfg.d_model + 2 * cfg.d_ff + 3 * cfg.n_heads * T)
+    per_token += cfg.vocab_size
+    per_source = cfg.n_encoder_layers * (12 * cfg.d_model + 2 * cfg.d_ff + 3 * cfg.n_heads * S)
+    size = B * (T * per_token + S * per_source) * dtype.itemsize
+    if size > MAX_BYTES:
+        fits = max(1, int(MAX_BYTES / (size / B)) - 2)
+        raise GlassformerError(
+            f"integrated gradients over {B - 2} steps on {T} tokens would hold about "
+            f"{size / 2**30:.1f} GiB; give at most {fits} steps (or a shorter text)"
+        )

@@ -289,6 +289,12 @@ def _matches(name: str, key: str) -> bool:
     return name == key or fnmatch.fnmatchcase(name, key)
 
 
+def unmatched(keys: Iterable[str], trace: Trace) -> list[str]:
+    """The names or globs of `keys` that match no step of `trace` (to refuse before a run)."""
+    names = trace.names()
+    return [k for k in keys if not any(_matches(n, k) for n in names)]
+
+
 # -- metrics and sweeps ---------------------------------------------------------------------------
 
 

@@ -87,7 +87,7 @@ def test_encoder_decoder_attribution_is_over_the_source(capsys, models, tmp_path
         (["attribute", "{enc}", "the"], "is an encoder"),
         (["lens", "{dec}", "the", "--dla", "the"], "3 tokens"),
         (["lens", "{dec}", "the", "--k", "0"], "--k must be >= 1"),
-        (["attribute", "{dec}", "the", "--steps", "0"], "--steps must be >= 1"),
+        (["attribute", "{dec}", "the", "--steps", "0"], "--steps must be in [1, 1024]"),
     ],
 )
 def test_probe_refusals_are_one_line(capsys, models, argv, message):

@@ -107,7 +107,7 @@ def test_patching_table_has_one_row_per_layer(capsys, models, tmp_path):
         ("dec", ["--ablate", "decoder.7.self_attn.head0"], "has 2 layers"),
         ("dec", ["--ablate", "decoder.0.self_attn.head9"], "2 heads per layer"),
         ("dec", ["--ablate", "decoder.0.cross_attn"], "only an encoder-decoder"),
-        ("dec", ["--ablate", "decoder.0.nothing"], "no step of this model matched"),
+        ("dec", ["--ablate", "decoder.0.nothing"], "no head, sublayer or step of this model"),
         ("dec", ["--patch-from", "the"], "same number of tokens"),
         ("dec", ["--patch-from", "the cat"], "same token at every position"),
         ("enc", ["--ablate", "encoder.0.ffn"], "this encoder predicts none"),

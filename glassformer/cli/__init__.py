@@ -40,11 +40,15 @@ share, `decoding` the decoding options and running them.
 
 from __future__ import annotations
 
-import argparse
-import sys
+from glassformer.interrupts import hold_during_imports
 
-from glassformer.cli import checkpoints, generate, probe, reports, serve, training
-from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
+with hold_during_imports():  # Ctrl-C while the command line loads: one line, no traceback
+    import argparse
+    import contextlib
+    import sys
+
+    from glassformer.cli import checkpoints, generate, probe, reports, serve, training
+    from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
@@ -52,16 +56,49 @@ FAMILIES = (reports, probe, generate, training, checkpoints, serve)
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command line: its exit status. Ctrl-C is one line and 130 wherever it lands (an
+    import under way, PyTorch's included, finishes first); a closed stdout is refused before any
+    work; a path given in bytes that are not UTF-8 prints back as those bytes."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser()
-    if not argv:  # bare `glassformer`: what it can do, to stdout, and success
-        parser.print_help()
-        return 0
+    if sys.stdout is None:  # started with stdout closed (`glassformer ... >&-`)
+        print(
+            "glassformer: error: stdout is closed, and glassformer writes its results there; "
+            "give it somewhere to write (e.g. >/dev/null to discard them)",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
     try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # --help (0), or a usage error already printed as one line (2)
-        return e.code if isinstance(e.code, int) else 0
-    return run(args)
+        with hold_during_imports() as hold, _paths_print_as_given():
+            with hold.whole():
+                parser = build_parser()
+                if not argv:  # bare `glassformer`: what it can do, to stdout, and success
+                    parser.print_help()
+                    return 0
+                try:
+                    args = parser.parse_args(argv)
+                except SystemExit as e:  # --help (0), or a usage error printed as one line
+                    return e.code if isinstance(e.code, int) else 0
+            return run(args)
+    except KeyboardInterrupt:  # outside run(): while parsing, or held through an import
+        print("glassformer: interrupted", file=sys.stderr)
+        return 130
+
+
+@contextlib.contextmanager
+def _paths_print_as_given():
+    """stdout with surrogateescape: a path argument in bytes that are not UTF-8 (PEP 383) is
+    printed back as those bytes (text arguments are refused: `common.utf8`)."""
+    out = sys.stdout
+    errors = getattr(out, "errors", None)
+    if errors != "strict" or not hasattr(out, "reconfigure"):
+        yield
+        return
+    out.reconfigure(errors="surrogateescape")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, ValueError):  # a stdout that is gone stays gone
+            out.reconfigure(errors=errors)
 
 
 class _Version(argparse.Action):

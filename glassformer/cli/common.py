@@ -301,21 +301,41 @@ def bos(tok) -> list[int]:
     return [tok.bos_id]
 
 
-def encode(tok, text: str, cfg, room: int = 0, window: bool = False) -> list[int]:
-    """Token ids of user text, with the checks the engines expect (never empty, never longer than
-    max_len - room; with `window`, a decoder that slides over its context, any length)."""
+def utf8(text: str, what: str = "the text") -> str:
+    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
+    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
+    take (and no output can print)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = ord(text[e.start])
+        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
+        raise GlassformerError(
+            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
+            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
+        ) from None
+    return text
+
+
+def encode(
+    tok, text: str, cfg, room: int = 0, window: bool = False, what: str = "the text"
+) -> list[int]:
+    """Token ids of user text (`what` names it in a refusal), with the checks the engines expect
+    (valid UTF-8, never empty, never longer than max_len - room; with `window`, a decoder that
+    slides over its context, any length)."""
+    utf8(text, what)
     if not text.strip():
-        raise GlassformerError("the text is empty: give at least one word")
+        raise GlassformerError(f"{what} is empty: give at least one word")
     ids, unknown = tok.encode_for_model(text)
     if not ids:
-        raise GlassformerError("the text has no tokens: give at least one word")
+        raise GlassformerError(f"{what} has no tokens: give at least one word")
     if unknown:
         shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
         note(f"{len(unknown)} unknown token(s) mapped to {tok.specials.get('unk')}: {shown}")
     limit = cfg.max_len - room
     if len(ids) > limit and not window:
         raise GlassformerError(
-            f"the text has {len(ids)} tokens but the model takes at most "
+            f"{what} has {len(ids)} tokens but the model takes at most "
             f"{limit} (max_len {cfg.max_len}); shorten it"
         )
     return ids
@@ -357,8 +377,9 @@ def describe(path: Path) -> str:
 
 def last_step(log: Path) -> str | None:
     try:
-        last = log.read_text(encoding="utf-8").strip().splitlines()[-1]
-    except (OSError, UnicodeDecodeError, IndexError):
+        last = files.member(log.parent, log.name).read_text(encoding="utf-8")
+        last = last.strip().splitlines()[-1]
+    except (OSError, UnicodeDecodeError, IndexError, GlassformerError):  # a log linking out too
         return None
     step = last.split(",")[0]
     return step if step.isdecimal() else None

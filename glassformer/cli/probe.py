@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer import numerics
 from glassformer import reference as R
+from glassformer.attribution import MAX_STEPS
 from glassformer.cli.common import (
     bos,
     check_report_outputs,
@@ -16,6 +18,7 @@ from glassformer.cli.common import (
     integer,
     load_model,
     overwrite_arg,
+    utf8,
     write_outputs,
 )
 from glassformer.errors import GlassformerError
@@ -38,7 +41,10 @@ def add_parsers(sub) -> None:
     lens.add_argument("--dla", metavar="TOKEN", help="direct logit attribution of this token")
     lens.add_argument("--versus", metavar="TOKEN", help="... minus this token's logit")
     lens.add_argument(
-        "--position", type=int, default=-1, help="the position --dla explains (-1: the last)"
+        "--position",
+        type=int,
+        default=None,
+        help="the position --dla explains, counted from 0 (-1: the last, the default)",
     )
     lens.set_defaults(func=cmd_lens)
 
@@ -57,12 +63,15 @@ def add_parsers(sub) -> None:
         default="integrated_gradients",
     )
     at.add_argument(
-        "--steps", type=integer("--steps", 1), default=64, help="integration nodes (64)"
+        "--steps",
+        type=integer("--steps", 1, MAX_STEPS + 1, says=f"in [1, {MAX_STEPS}]"),
+        default=None,
+        help=f"integrated gradients' nodes (default 64, at most {MAX_STEPS})",
     )
     at.add_argument(
         "--max-new-tokens",
         type=integer("--max-new-tokens", 1, says="at least 1"),
-        default=5,
+        default=None,
         help="a decoder's predicted tokens to explain (5)",
     )
     at.set_defaults(func=cmd_attribute)
@@ -89,6 +98,17 @@ def _meta(args, cfg) -> dict[str, str]:
     return meta | {"model": f"{cfg.arch}, d_model {cfg.d_model}, {cfg.n_heads} heads"}
 
 
+def _check_options(args, cfg, idle: list[tuple[bool, str]]) -> None:
+    """Before any work: an option that would do nothing here is refused in its own words
+    (`idle`: (given and idle, why))."""
+    if cfg.arch == "decoder" and args.target is not None:
+        idle = [(True, "--target is the decoder text of an encoder-decoder; for a decoder, put it "
+                 "in TEXT")] + idle  # fmt: skip
+    for given, why in idle:
+        if given:
+            raise GlassformerError(why)
+
+
 def _decoder_input(args, cfg, params, tok) -> tuple[list[int] | None, list[int]]:
     """(source ids or None, decoder ids) the probe runs on."""
     ids = encode(tok, args.text, cfg)
@@ -100,16 +120,18 @@ def _decoder_input(args, cfg, params, tok) -> tuple[list[int] | None, list[int]]
             "an encoder-decoder (explain shows an encoder's every step)"
         )
     if args.target is not None:
-        return ids, bos(tok) + encode(tok, args.target, cfg, room=1)
+        return ids, bos(tok) + encode(tok, args.target, cfg, room=1, what="--target")
     from glassformer import decode
 
-    gen = decode.greedy(R.next_token_logits(params, cfg, ids), bos(tok), cfg.max_len - 1,
-                        tok.eos_id, cfg.max_len)  # fmt: skip
+    step = numerics.checked(R.next_token_logits(params, cfg, ids), params, cfg, 1, ids)
+    gen = decode.greedy(step, bos(tok), cfg.max_len - 1, tok.eos_id, cfg.max_len)
     out = gen.ids[:-1] if gen.stopped_at_eos else gen.ids
     return ids, out
 
 
 def _token_id(tok, text: str, flag: str) -> int:
+    if not utf8(text, flag):
+        raise GlassformerError(f"{flag} is empty: give one token")
     ids = tok.encode(text)
     if len(ids) != 1:
         pieces = display_tokens(tok.tokens(ids), display_kind(tok))
@@ -124,17 +146,31 @@ def cmd_lens(args) -> int:
 
     check_report_outputs(args)
     cfg, params, tok = load_model(args.checkpoint)
+    no_dla = args.dla is None
+    _check_options(args, cfg, [
+        (args.versus is not None and no_dla, "--versus subtracts a token's logit in --dla's "
+         "attribution: give --dla TOKEN too, or drop --versus"),
+        (args.position is not None and no_dla, "--position chooses the position --dla explains: "
+         "give --dla TOKEN too, or drop --position"),
+    ])  # fmt: skip
     src, ids = _decoder_input(args, cfg, params, tok)
+    position = -1 if args.position is None else args.position
+    if not -len(ids) <= position < len(ids):
+        raise GlassformerError(
+            f"--position {position}: the decoder reads {len(ids)} tokens, so a position is in "
+            f"0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
+        )
     with tracing() as trace:
-        R.forward(params, cfg, ids, src_ids=src)
+        logits = R.forward(params, cfg, ids, src_ids=src)
+    numerics.check(logits[None], lambda _: ("the logits", ids, src), params, cfg)
     table = lens.logit_lens(trace, params, cfg, k=args.k, sublayers=args.sublayers)
     kind = display_kind(tok)
     words = display_tokens(tok.tokens(ids), kind)
     result = {"input": words, "lens": table.to_dict(tokens=display_tokens(tok.vocab, kind))}
-    if args.dla:
+    if args.dla is not None:
         token = _token_id(tok, args.dla, "--dla")
-        versus = _token_id(tok, args.versus, "--versus") if args.versus else None
-        dla = lens.direct_logit_attribution(trace, params, cfg, token, versus, args.position)
+        versus = _token_id(tok, args.versus, "--versus") if args.versus is not None else None
+        dla = lens.direct_logit_attribution(trace, params, cfg, token, versus, position)
         result["dla"] = dla.to_dict() | {"token": args.dla, "versus": args.versus}
     vocab = display_tokens(tok.vocab, kind)
 
@@ -142,13 +178,13 @@ def cmd_lens(args) -> int:
         from glassformer.explain import html_touch as H
 
         sections = [("lens", "The logit lens", H.lens_section(result))]
-        if args.dla:
+        if args.dla is not None:
             sections.append(("dla", "Direct logit attribution", H.dla_section(result["dla"])))
         return H.probe_page(f"glassformer lens: “{args.text}”", _meta(args, cfg), sections)
 
     def text() -> str:
         parts = [_lens_text(table, words, vocab)]
-        return "\n".join(parts + ([_dla_text(result["dla"])] if args.dla else []))
+        return "\n".join(parts + ([_dla_text(result["dla"])] if args.dla is not None else []))
 
     what = f"the logit lens of {len(table.points)} points"
     write_outputs(
@@ -197,11 +233,21 @@ def cmd_attribute(args) -> int:
 
     check_report_outputs(args)
     cfg, params, tok = load_model(args.checkpoint)
+    method = args.method.replace("_", " ")
+    _check_options(args, cfg, [
+        (args.steps is not None and args.method != "integrated_gradients", "--steps sets "
+         f"integrated gradients' nodes, and {method} has none: drop --steps"),
+        (args.max_new_tokens is not None and cfg.arch == "encoder-decoder", "--max-new-tokens "
+         "sets how many tokens a decoder predicts; an encoder-decoder's are its translation "
+         "(or --target): drop it"),
+    ])  # fmt: skip
+    steps = 64 if args.steps is None else args.steps
     if cfg.arch == "decoder":
         prompt = encode(tok, args.text, cfg, room=1)
         model = from_params(cfg, params, dtype=torch.float64).eval()
-        room = min(args.max_new_tokens, cfg.max_len - len(prompt))
-        gen = decode.greedy(step_fn(model), prompt, room, tok.eos_id, cfg.max_len)
+        room = min(args.max_new_tokens or 5, cfg.max_len - len(prompt))
+        step = numerics.checked(step_fn(model), params, cfg, len(prompt))
+        gen = decode.greedy(step, prompt, room, tok.eos_id, cfg.max_len)
         ids, src, stack, shown = gen.ids, None, "decoder", gen.ids  # a token explains later ones
         targets = list(range(len(prompt) - 1, len(ids) - 1))
     else:
@@ -212,8 +258,9 @@ def cmd_attribute(args) -> int:
     if not targets:
         raise GlassformerError("nothing was predicted to explain: give a shorter text")
     result = attribution.input_attribution(
-        model, ids, targets, method=args.method, steps=args.steps, stack=stack, src_ids=src
+        model, ids, targets, method=args.method, steps=steps, stack=stack, src_ids=src
     )
+    numerics.check(result.scores[None], lambda _: ("the attributions", ids, src), params, cfg)
     kind = display_kind(tok)
     inputs = display_tokens(tok.tokens(shown), kind)
     predicted = display_tokens(tok.tokens(result.tokens), kind)

@@ -15,8 +15,8 @@ from glassformer.cli.common import (
     encode,
     integer,
     load_model,
-    note,
     report_args,
+    utf8,
     write_outputs,
 )
 from glassformer.cli.decoding import (
@@ -29,7 +29,7 @@ from glassformer.cli.decoding import (
 )
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens
-from glassformer.numerics import first_nonfinite
+from glassformer.numerics import NonFiniteError, first_nonfinite
 from glassformer.tokenizer.display import display_kind, display_tokens
 from glassformer.trace import Trace, tracing
 
@@ -144,12 +144,18 @@ def cmd_walkthrough(args) -> int:
 
 def cmd_explain(args) -> int:
     if args.find_nan:
-        given = [f for f in ("json", "html", "png", "only", "layers", "heads") if getattr(args, f)]
+        shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from")
+        given = [f for f in shown if getattr(args, f) not in (None, [])]
         if given:
+            flag = given[0].replace("_", "-")
             raise GlassformerError(
-                f"--find-nan says only where the first NaN or infinity appears; --{given[0]} "
+                f"--find-nan says only where the first NaN or infinity appears; --{flag} "
                 "does nothing with it: drop one of them"
             )
+    if args.only == "":
+        raise GlassformerError("--only '' keeps every step; give part of a step name, e.g. A")
+    if args.patch_from is not None and not utf8(args.patch_from, "--patch-from").strip():
+        raise GlassformerError("--patch-from is empty: give the text of the clean run")
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     cfg, params, tok = load_model(args.checkpoint)
@@ -159,7 +165,7 @@ def cmd_explain(args) -> int:
     n_prompt = 1 if cfg.arch == "encoder-decoder" else len(ids)  # what a generation starts from
     if cfg.arch == "encoder-decoder":
         if args.target is not None:
-            tgt = bos(tok) + encode(tok, args.target, cfg, room=1)
+            tgt = bos(tok) + encode(tok, args.target, cfg, room=1, what="--target")
         else:
             step = R.next_token_logits(params, cfg, ids)
             gen = run_decoding(args, step, bos(tok), tok, cfg, params, ids)
@@ -185,8 +191,11 @@ def cmd_explain(args) -> int:
         else:
             print(f"no non-finite value in the {len(trace)} recorded steps")
         return 0
-    if found:
-        note(f"non-finite values first appear at {found[0]} ({found[1]})")
+    if found:  # a report of NaN would be a silent wrong answer: --find-nan says only where
+        raise NonFiniteError(
+            f"the model's values are non-finite (NaN or inf): they first appear at {found[0]} "
+            f"({found[1]}, reference engine); explain --find-nan names only that step"
+        )
     n_layers = (
         f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
         if cfg.arch == "encoder-decoder"
@@ -205,7 +214,7 @@ def cmd_explain(args) -> int:
         },
         "result": explain_result(args, cfg, params, tok, out, tokens, gen, n_prompt),
     }
-    if args.ablate or args.patch_from:
+    if args.ablate or args.patch_from is not None:
         told["interventions"] = _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt)
     kind = display_kind(tok)
     html = dict(
@@ -256,10 +265,16 @@ def _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt) -> dict:
 
             again = touch.regenerator(cfg, params, tok, src, prompt, redo)
         out["ablation"] = touch.ablation(args, cfg, params, tok, src, dec, again)
-    if args.patch_from:
+    if args.patch_from is not None:
         room = 1 if cfg.arch == "encoder-decoder" else 0
         out["patching"] = touch.patching(
-            args, cfg, params, tok, src, dec, lambda text: encode(tok, text, cfg, room=room)
+            args,
+            cfg,
+            params,
+            tok,
+            src,
+            dec,
+            lambda t: encode(tok, t, cfg, room, what="--patch-from"),
         )
     return out
 

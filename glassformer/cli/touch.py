@@ -50,6 +50,11 @@ def interventions(names: list[str], cfg) -> dict:
         if m:
             stack, layer = m[1], int(m[2])
             layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
+            if not (cfg.has_encoder if stack == "encoder" else cfg.has_decoder):
+                raise GlassformerError(
+                    f"--ablate {name}: this {cfg.arch} model has no {stack}; names start with "
+                    f"{'decoder' if stack == 'encoder' else 'encoder'}."
+                )
             if layer >= layers:
                 raise GlassformerError(
                     f"--ablate {name}: the {stack} has {layers} layers (0..{layers - 1})"
@@ -70,6 +75,38 @@ def interventions(names: list[str], cfg) -> dict:
     return fns
 
 
+def names(cfg) -> list[str]:
+    """What --ablate takes by name: every head and sublayer of the model."""
+    out = []
+    for stack in ("encoder", "decoder"):
+        layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
+        if not (cfg.has_encoder if stack == "encoder" else cfg.has_decoder):
+            continue
+        kinds = ["self_attn"] + ["cross_attn"] * (stack == "decoder" and cfg.has_encoder)
+        for i in range(layers):
+            for kind in kinds:
+                out += [f"{stack}.{i}.{kind}"] + [
+                    f"{stack}.{i}.{kind}.head{h}" for h in range(cfg.n_heads)
+                ]
+            out.append(f"{stack}.{i}.ffn")
+    return out
+
+
+def unknown_name(name: str, cfg, trace) -> str:
+    """The refusal of an --ablate NAME that is no head, sublayer or step of the model: the
+    nearest valid names, and how names are made."""
+    import difflib
+
+    close = difflib.get_close_matches(name, names(cfg) + trace.names(), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    example = names(cfg)[-2] if names(cfg) else "decoder.0.ffn"
+    return (
+        f"--ablate {name}: no head, sublayer or step of this model has that name{hint} (a head "
+        f"is like {example}, a sublayer STACK.LAYER.self_attn, cross_attn or ffn, counted from "
+        "0; any step name of `explain --json`, or a glob of them, works too)"
+    )
+
+
 def ablation(args, cfg, params, tok, src, ids, regenerate) -> dict:
     """The run on the same tokens with --ablate's steps zeroed: per position, the predicted token
     with and without, the largest logit change, and (when the output was generated) the output
@@ -77,7 +114,10 @@ def ablation(args, cfg, params, tok, src, ids, regenerate) -> dict:
     fns = interventions(args.ablate, cfg)
     run = I.reference_run(params, cfg)
     inp = (src, ids) if src is not None else ids
-    before = run(inp)
+    before, trace = I.record(run, inp)
+    missing = I.unmatched(fns, trace)
+    if missing:
+        raise GlassformerError(unknown_name(missing[0], cfg, trace))
     after = I.run_with(run, inp, fns)
     kind = display_kind(tok)
     rows = []

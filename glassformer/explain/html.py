@@ -208,7 +208,7 @@ class _Page:
             ("overflow", "Why softmax needs care: overflow", self.overflow(steps)),
             ("scaling", "÷√c or ÷30: how scaling shapes attention", self.scaling(steps)),
             ("attention", "Attention maps", self.attention_section(steps)),
-            ("generation", "Generation, step by step", self.generation(steps, generation)),
+            ("generation", "Generation, step by step", self.generation(steps, generation, tokens)),
             ("ablation", "Switched off: the ablated run", touch.get("ablation", "")),
             ("patching", "Activation patching, head by head", touch.get("patching", "")),
             ("steps", "Every step, following the data", self.every_step(steps)),
@@ -492,7 +492,8 @@ class _Page:
             f"<p class='shape'>{len(maps)} maps.</p>{''.join(figures)}"
         )
 
-    def generation(self, steps, generation) -> str:
+    def generation(self, steps, generation, tokens=None) -> str:
+        """The decoding steps, each marking the token that came next by its id."""
         names = {s.name: s for s in steps}
         stepwise = [s for s in steps if re.fullmatch(r"generate\.step\d+\.probs", s.name)]
         if stepwise:
@@ -502,7 +503,7 @@ class _Page:
             for s in stepwise:
                 n = int(s.name.split(".")[1][len("step") :])
                 read = words[: n + 1] if words else []
-                chosen = words[n + 1] if words and n + 1 < len(words) else None
+                chosen = int(ids.values[n + 1]) if words and n + 1 < len(words) else None
                 labels = self.readable(s.cols) or self.vocab
                 out.append(decode_step(f"step {n}", read, s.values, labels, chosen))
             told = f"<p class='note'>{esc(ids.note)}</p>" if ids is not None and ids.note else ""
@@ -517,13 +518,15 @@ class _Page:
         if s.values.ndim == 1:
             return decode_step("prediction", [], s.values, labels, None)
         rows, _ = self.labels(s)
+        ids = ((tokens or {}).get("decoder") or {}).get("ids") or []
+        ids = ids if len(ids) == len(s.values) else rows  # ids, else (only) labels
         out = [
             "<p>Each row of <code>probs</code> is the model's distribution over the next token "
             "after that position; the token that actually follows is marked.</p>"
         ]
         for t, p in enumerate(s.values):
             read = rows[: t + 1] if rows else []
-            nxt = rows[t + 1] if rows and t + 1 < len(rows) else None
+            nxt = ids[t + 1] if ids and t + 1 < len(ids) else None
             out.append(decode_step(f"position {t}", read, p, labels, nxt, "next in the text:"))
         if len(out) <= 17:
             return "".join(out)
@@ -543,15 +546,8 @@ class _Page:
             for k, probs in enumerate(g.distributions):
                 at = g.n_prompt + k
                 kept = f" (sampling kept {len(g.kept[k])} tokens)" if k < len(g.kept) else ""
-                out.append(
-                    decode_step(
-                        f"step {k}{kept}",
-                        [word(i) for i in g.ids[:at]],
-                        probs,
-                        self.vocab,
-                        word(g.ids[at]) if at < len(g.ids) else None,
-                    )
-                )
+                read, chosen = [word(i) for i in g.ids[:at]], g.ids[at] if at < len(g.ids) else None
+                out.append(decode_step(f"step {k}{kept}", read, probs, self.vocab, chosen))
             return "".join(out)
         out = []
         for k, beam in enumerate(g.steps):

@@ -223,7 +223,10 @@ def result_html(result: dict) -> str:
 
 def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") -> str:
     """One decoding step: the tokens read so far, the TOP_K most likely next tokens, and the
-    token that came next (`chosen`, marked, with its rank even when it is not in the top)."""
+    token that came next (`chosen`: its id, marked, with its rank even when it is not in the
+    top). The mark goes by id, since two tokens can read the same (SentencePiece's byte
+    fallback `<0x2E>` and `.` both read "."); a `chosen` given as text (no ids known) is marked
+    only when no other token reads the same."""
     p = np.asarray(probs, dtype=np.float64)
     labels = list(labels) if labels and len(labels) == len(p) else None  # a classifier's: none
 
@@ -233,7 +236,11 @@ def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") ->
     ranked = np.argsort(-p, kind="stable")
     rank = {int(i): r for r, i in enumerate(ranked)}
     order = [int(i) for i in ranked[:TOP_K]]
-    hit = labels.index(chosen) if labels and chosen in labels else None
+    if isinstance(chosen, str):
+        hit = labels.index(chosen) if labels and labels.count(chosen) == 1 else None
+    else:
+        hit = None if chosen is None or not 0 <= chosen < len(p) else int(chosen)
+        chosen = None if chosen is None else name(int(chosen))
     if hit is not None and hit not in order:
         order.append(hit)
     rows = "".join(
