@@ -30,7 +30,8 @@ def add_parsers(sub) -> None:
     s.add_argument(
         "--host",
         default="127.0.0.1",
-        help="address to listen on (default 127.0.0.1: this machine only)",
+        help="address to listen on (default 127.0.0.1: this machine only; any loopback "
+        "address or localhost is, 0.0.0.0 is every network)",
     )
     s.add_argument(
         "--cache-mb",
@@ -52,7 +53,7 @@ def add_parsers(sub) -> None:
 
 def cmd_serve(args) -> int:
     try:
-        from glassformer.serve import Explorer, Registry, make_server
+        from glassformer.serve import Explorer, Registry, is_loopback, make_server
     except ImportError as e:
         raise GlassformerError(
             f"serve needs the web server packages ({e.name} is missing): {install_hint('serve')}"
@@ -67,7 +68,7 @@ def cmd_serve(args) -> int:
     registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
     explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20)
     server, sock, url = make_server(explorer, args.host, args.port)
-    if args.host not in ("127.0.0.1", "localhost", "::1"):
+    if not is_loopback(sock.getsockname()[0]):  # what was bound, however it was spelt
         print(
             f"glassformer: note: listening on {args.host}: other machines can reach it",
             file=sys.stderr,

@@ -34,7 +34,7 @@ from glassformer.tokenizer.display import display_tokens
 MAX_TEXT = 200_000  # characters of typed text (the request body is bounded before this)
 TILE_CELLS = 250_000  # a step's map of more cells is fetched tile by tile
 MAX_TILE = 200_000  # cells in one tile (a screenful is ~15,000)
-MAX_NEW_TOKENS = 4096
+MAX_BEAM = 64  # hypotheses of a beam (each a forward pass per step)
 
 
 class RequestError(Exception):
@@ -48,6 +48,41 @@ class RequestError(Exception):
 # -- fields ---------------------------------------------------------------------------------------
 
 
+# The fields each action takes; any other is refused (a misspelt field is never ignored).
+INPUT = ("model", "text", "ids", "target")  # what picks the run
+DECODING = ("strategy", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "beam_width",
+            "length_penalty")  # fmt: skip
+FIELDS = {
+    "load": ("model",),
+    "run": INPUT, "cross": INPUT, "fidelity": INPUT, "report": INPUT, "trace": INPUT,
+    "step": (*INPUT, "name"), "attention": (*INPUT, "name"), "heads": (*INPUT, "site", "layer"),
+    "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
+    "intervene": (*INPUT, "heads", "how", "patch_text"),
+    "generate": ("model", "text", *DECODING),
+}  # fmt: skip
+HEAD_FIELDS = ("stack", "kind", "layer", "head")
+
+
+def check_fields(action: str, body: dict, fields: tuple[str, ...] | None = None) -> None:
+    """Refuse a field the action does not take (before any work)."""
+    fields = FIELDS[action] if fields is None else fields
+    for k in body:
+        if k not in fields:
+            raise RequestError(
+                400, f"{action} takes no field {shown(k)}; its fields are {', '.join(fields)}"
+            )
+
+
+def shown(v) -> str:
+    """A value of a request as a message shows it: short, and never the whole of a big one."""
+    if v is None or isinstance(v, bool):
+        return json.dumps(v)
+    if isinstance(v, list | dict):
+        return "a list" if isinstance(v, list) else "an object"
+    r = repr(v) if isinstance(v, str | float) else str(v) if len(str(v)) < 60 else "a huge integer"
+    return r if len(r) <= 60 else r[:57] + "..."
+
+
 def _get(body: dict, name: str, default=..., nullable: bool = False):
     if name not in body or (body[name] is None and (nullable or default is not ...)):
         if default is ...:
@@ -56,32 +91,42 @@ def _get(body: dict, name: str, default=..., nullable: bool = False):
     return body[name]
 
 
-def integer(body: dict, name: str, lo: int, hi: int, default=...) -> int:
-    """An int in [lo, hi] (bool is not an int here)."""
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def integer(body: dict, name: str, lo: int, hi: int | None = None, default=..., says="") -> int:
+    """An int in [lo, hi] (hi None: no bound; bool is not an int here). `says` words the range
+    as the command line does for the same option."""
     v = _get(body, name, default)
     if v is default and default is not ...:
         return v
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
-        raise RequestError(400, f"{name!r} must be an integer in [{lo}, {hi}], got {v!r:.60}")
+    if not _is_int(v) or v < lo or (hi is not None and v > hi):
+        says = says or (f">= {lo}" if hi is None else f"an integer in [{lo}, {hi}]")
+        raise RequestError(400, f"{name!r} must be {says}, got {shown(v)}")
     return v
 
 
-def real(body: dict, name: str, lo: float, hi: float, default=..., open_lo=False) -> float:
+def real(body: dict, name: str, lo=None, hi=None, default=..., open_lo=False, says="") -> float:
+    """A finite number in [lo, hi] ((lo, hi] with open_lo; a None bound: none). `says` words
+    the range as the command line does for the same option."""
     v = _get(body, name, default)
     if v is default and default is not ...:
         return v
-    ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
-    ok = ok and (lo < v if open_lo else lo <= v) and v <= hi
+    number = isinstance(v, int | float) and not isinstance(v, bool)
+    ok = number and math.isfinite(v)
+    ok = ok and (lo is None or (lo < v if open_lo else lo <= v)) and (hi is None or v <= hi)
     if not ok:
         bound = f"({lo}, {hi}]" if open_lo else f"[{lo}, {hi}]"
-        raise RequestError(400, f"{name!r} must be a number in {bound}, got {v!r:.60}")
+        says = says or f"a number in {bound}"
+        raise RequestError(400, f"{name!r} must be {says}, got {shown(float(v) if number else v)}")
     return float(v)
 
 
 def text(body: dict, name: str, default=...) -> str:
     v = _get(body, name, default)
     if not isinstance(v, str):
-        raise RequestError(400, f"{name!r} must be a string")
+        raise RequestError(400, f"{name!r} must be a string, got {shown(v)}")
     try:
         v.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: JSON allows it, no tokenizer reads it
@@ -94,8 +139,8 @@ def text(body: dict, name: str, default=...) -> str:
 
 def choice(body: dict, name: str, options: tuple[str, ...], default=...) -> str:
     v = _get(body, name, default)
-    if v not in options:
-        raise RequestError(400, f"{name!r} must be one of {', '.join(options)}, got {v!r:.60}")
+    if not isinstance(v, str) or v not in options:
+        raise RequestError(400, f"{name!r} must be one of {', '.join(options)}, got {shown(v)}")
     return v
 
 
@@ -106,8 +151,8 @@ def id_list(body: dict, name: str, vocab: int, max_len: int) -> list[int] | None
     if not isinstance(v, list) or not 1 <= len(v) <= max_len:
         raise RequestError(400, f"{name!r} must be a list of 1 to {max_len} token ids")
     for i in v:
-        if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < vocab:
-            raise RequestError(400, f"{name!r}: {i!r:.30} is not a token id in [0, {vocab})")
+        if not _is_int(i) or not 0 <= i < vocab:
+            raise RequestError(400, f"{name!r}: {shown(i)} is not a token id in [0, {vocab})")
     return v
 
 
@@ -144,15 +189,37 @@ class Explorer:
         self.registry = registry
         self.cache = RunCache(cache_bytes)
 
+    def check(self, action: str, body: dict) -> None:
+        """What a request may hold at all, before anything is loaded or run: the fields of its
+        action, and (cheap) the types and ranges that need no model."""
+        check_fields(action, body)
+        if "text" in body and body["text"] is not None:
+            text(body, "text")
+        if action == "generate":
+            _decoding(body, vocab=None)
+        elif action == "intervene":
+            _heads(body)
+
     # A run: found by (model, text, ids, target), made on a miss.
     def run(self, body: dict):
         model_id = _get(body, "model")
         m = self.registry.load(model_id)
         if isinstance(m, Fixed):
+            for name in ("ids", "target"):
+                if body.get(name) is not None:
+                    raise RequestError(400, f"a walkthrough has fixed inputs: drop {name!r}")
+            if body.get("text") is not None:
+                text(body, "text")  # typed or not, a walkthrough runs its own text
             key = (model_id,)
             return m, self.cache.get(key, lambda: runs.make_run(model_id, m, m.text))
         typed = text(body, "text")
         cfg = m.cfg
+        for name, arch in (("ids", "decoder"), ("target", "encoder-decoder")):
+            if body.get(name) is not None and cfg.arch != arch:
+                raise RequestError(
+                    400, f"{name!r} is the input of a{'n' * (arch[0] == 'e')} {arch}; this model "
+                    f"is a{'n' * (cfg.arch[0] == 'e')} {cfg.arch}: drop it",
+                )  # fmt: skip
         ids = id_list(body, "ids", cfg.vocab_size, cfg.max_len) if cfg.arch == "decoder" else None
         target = None
         if cfg.arch == "encoder-decoder":
@@ -211,24 +278,25 @@ class Explorer:
             readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
         )  # fmt: skip
 
-    def _step(self, run, body: dict):
-        name = _get(body, "name")
-        if not isinstance(name, str) or name not in run.trace:
-            raise NotFound(f"this run has no step {str(name)[:80]!r}")
+    def _step(self, run, name: str):
+        if name not in run.trace:
+            raise NotFound(f"this run has no step {name[:80]!r}")
         return run.trace.step(name)
 
     def step(self, body: dict) -> dict:
         """One step's card, as in the report: name, equation, shape, values (table or map)."""
+        name = text(body, "name")
         m, run = self.run(body)
-        s = self._step(run, body)
+        s = self._step(run, name)
         page = self._renderer(m, run)
         out = {"name": s.name, "html": page.card(s), "maps": page.maps}
         return out | _small_values(page, s)
 
     def attention(self, body: dict) -> dict:
         """One attention map as a figure (tokens on both axes), with what clicking a cell needs."""
+        name = text(body, "name")
         m, run = self.run(body)
-        s = self._step(run, body)
+        s = self._step(run, name)
         if len(s.shape) != 2:
             raise RequestError(400, f"{s.name} is not a matrix")
         page = self._renderer(m, run)
@@ -250,12 +318,12 @@ class Explorer:
 
     def heads(self, body: dict) -> dict:
         """Every head's map of one site and layer: the all-heads grid (thumbnails)."""
+        site = text(body, "site")
+        layer = integer(body, "layer", 0, None, None, says="a block number >= 0 (or null)")
         _, run = self.run(body)
-        site = _get(body, "site")
-        layer = body.get("layer")
         maps = [a for a in attention_maps(run.trace.steps) if a.site == site and a.layer == layer]
         if not maps:
-            raise NotFound(f"no attention maps at site {str(site)[:60]!r}, layer {layer!r:.10}")
+            raise NotFound(f"no attention maps at site {site[:60]!r}, layer {layer}")
         return {
             "heads": [
                 {
@@ -270,8 +338,11 @@ class Explorer:
     def neuron(self, body: dict) -> dict:
         """One attention score taken apart: q_i and k_j per dimension, their product, the sum,
         the scaling and the softmax weight (bertviz's neuron view), from the trace's steps."""
+        name = text(body, "name")
+        for k in ("i", "j"):  # a number before the run; its range (the run's tokens) after
+            integer(body, k, 0, None, says="a token position >= 0")
         m, run = self.run(body)
-        s = self._step(run, body)
+        s = self._step(run, name)
         prefix = s.name.rpartition(".")[0]
         tr = run.trace
         if f"{prefix}.Q" not in tr or f"{prefix}.K" not in tr or tr[f"{prefix}.Q"].ndim != 2:
@@ -316,8 +387,11 @@ class Explorer:
 
     def tile(self, body: dict) -> dict:
         """A window [r0, r1) x [c0, c1) of a large step's values (float32, row-major)."""
+        name = text(body, "name")
+        for k in ("r0", "r1", "c0", "c1"):  # a number before the run; its range after
+            integer(body, k, 0, None, says="a row or column >= 0")
         _, run = self.run(body)
-        s = self._step(run, body)
+        s = self._step(run, name)
         page = step_renderer(run.trace)
         v, hidden = as_matrix(s.values, page.masked(s))
         R, C = v.shape
@@ -336,42 +410,22 @@ class Explorer:
         m = self.registry.load(model_id)
         if isinstance(m, Fixed):
             raise RequestError(400, "a walkthrough has fixed steps; choose a model to generate")
-        strategy = choice(body, "strategy", ("greedy", "sample", "beam"), "greedy")
         cfg = m.cfg
+        options = _decoding(body, cfg.vocab_size)
         default_new = cfg.max_len if cfg.arch == "encoder-decoder" else 20
+        new = options.pop("max_new_tokens") or default_new
+        # max_len bounds a generation anyway: a larger count means the same (and stays small)
         return generation.generate(
-            m,
-            text(body, "text"),
-            strategy,
-            max_new_tokens=integer(body, "max_new_tokens", 1, MAX_NEW_TOKENS, default_new),
-            temperature=real(body, "temperature", 0.0, 100.0, 1.0),
-            top_k=integer(body, "top_k", 1, cfg.vocab_size, None),
-            top_p=real(body, "top_p", 0.0, 1.0, None, open_lo=True),
-            seed=integer(body, "seed", 0, 2**32 - 1, None),
-            beam_width=integer(body, "beam_width", 1, 64, 4),
-            length_penalty=real(body, "length_penalty", -10.0, 10.0, 1.0),
-        )
+            m, text(body, "text"), options.pop("strategy"), max_new_tokens=min(new, cfg.max_len),
+            **options,
+        )  # fmt: skip
 
     def intervene(self, body: dict) -> dict:
+        _heads(body)  # before the run
         m, run = self.run(body)
         if isinstance(m, Fixed):
             raise RequestError(400, "a walkthrough has fixed steps; choose a model to intervene on")
-        how = choice(body, "how", ("zero", "mean", "patch"), "zero")
-        heads = _get(body, "heads")
-        if not isinstance(heads, list) or not 1 <= len(heads) <= 4096:
-            raise RequestError(400, "'heads' must be a list of heads ({stack, kind, layer, head})")
-        checked = []
-        for h in heads:
-            if not isinstance(h, dict):
-                raise RequestError(400, "each of 'heads' must be {stack, kind, layer, head}")
-            checked.append(
-                {
-                    "stack": choice(h, "stack", ("encoder", "decoder")),
-                    "kind": choice(h, "kind", ("self_attn", "cross_attn")),
-                    "layer": integer(h, "layer", 0, 10_000),
-                    "head": integer(h, "head", 0, 10_000),
-                }
-            )
+        how, checked = _heads(body)
         source = None
         if how == "patch":
             second = dict(body, text=text(body, "patch_text"), ids=None)
@@ -418,6 +472,61 @@ class Explorer:
             d["rows"], d["cols"] = run.trace.axis_labels(s)
             yield ("," if n else "") + dumps(d)
         yield "]}\n"
+
+
+def _decoding(body: dict, vocab: int | None) -> dict:
+    """generate's options, refused as the command line refuses the same values (its messages,
+    with the field's name); vocab None: the checks that need no model. Every strategy's options
+    may come in every request (the page sends them all); each strategy reads its own."""
+    out = {
+        "strategy": choice(body, "strategy", ("greedy", "sample", "beam"), "greedy"),
+        "max_new_tokens": integer(body, "max_new_tokens", 1, None, None, says="at least 1"),
+        "temperature": real(body, "temperature", 0.0, None, 1.0, open_lo=True,
+                            says="a finite number > 0"),
+        "top_k": integer(body, "top_k", 1, None, None),
+        "top_p": real(body, "top_p", 0.0, 1.0, None, open_lo=True, says="in (0, 1]"),
+        "seed": integer(body, "seed", 0, 2**32 - 1, None, says="an integer in [0, 2**32)"),
+        "beam_width": integer(body, "beam_width", 1, None, 4),
+        "length_penalty": real(body, "length_penalty", None, None, 1.0, says="a finite number"),
+    }  # fmt: skip
+    if out["beam_width"] > MAX_BEAM:
+        raise RequestError(400, f"'beam_width' {out['beam_width']} is more than the explorer's "
+                           f"{MAX_BEAM} (the command line takes wider beams)")  # fmt: skip
+    if vocab is not None:
+        if out["strategy"] == "beam" and out["beam_width"] > vocab:
+            raise RequestError(
+                400, f"'beam_width' {out['beam_width']} is more than the vocabulary ({vocab} "
+                "tokens); use at most the vocabulary size",
+            )  # fmt: skip
+        if out["top_k"] is not None:
+            out["top_k"] = min(out["top_k"], vocab)  # all of them: the same distribution
+    return out
+
+
+def _heads(body: dict) -> tuple[str, list[dict]]:
+    """intervene's how and heads, checked (their ranges in the model: `runs.intervene`)."""
+    how = choice(body, "how", ("zero", "mean", "patch"), "zero")
+    heads = _get(body, "heads")
+    if not isinstance(heads, list) or not 1 <= len(heads) <= 4096:
+        raise RequestError(400, "'heads' must be a list of heads ({stack, kind, layer, head})")
+    checked = []
+    for h in heads:
+        if not isinstance(h, dict):
+            raise RequestError(400, "each of 'heads' must be {stack, kind, layer, head}")
+        check_fields("each of 'heads'", h, HEAD_FIELDS)
+        checked.append(
+            {
+                "stack": choice(h, "stack", ("encoder", "decoder")),
+                "kind": choice(h, "kind", ("self_attn", "cross_attn")),
+                "layer": integer(h, "layer", 0, 10_000),
+                "head": integer(h, "head", 0, 10_000),
+            }
+        )
+    if how == "patch":
+        text(body, "patch_text")
+    elif body.get("patch_text") is not None:
+        raise RequestError(400, f"'patch_text' is for how 'patch' (how is {how!r}): drop it")
+    return how, checked
 
 
 def _small_values(page, s) -> dict:

@@ -10,10 +10,13 @@ Routes:
                                 intervene, fidelity: a JSON body in, strict JSON out
     POST /api/report, /api/trace   the run as the self-contained HTML report / its trace as JSON
 
-Safe by default: bound to 127.0.0.1 unless told otherwise; the Host header must name this
-machine (no DNS rebinding); a request body over MAX_BODY is refused (413) before it is read in
-full; every error is a JSON {"error": message} with a 4xx status, and an unexpected one is a 500
-with a one-line message (the traceback goes to the log, never to the page). Model folders are
+Safe by default: bound to 127.0.0.1 unless told otherwise; bound to any spelling of a loopback
+address (`is_loopback`: 127.1, LOCALHOST, [::1], ...), the Host header must name this machine
+(no DNS rebinding); a body must be JSON (Content-Type application/json: a page elsewhere cannot
+post a form here without the browser asking first) and over MAX_BODY it is refused (413) before
+it is read in full; every error is a JSON {"error": message} with a 4xx status, and an
+unexpected one is a 500 with a one-line message (the traceback goes to the log once, never to
+the page); a client that goes away mid-request is no error at all. Model folders are
 addressed only by the ids the registry made. The page loads nothing from anywhere else (its
 Content-Security-Policy says so). Computation runs in worker threads so that the server keeps
 answering while a model runs. Nothing here prints; uvicorn logs warnings and errors.
@@ -22,8 +25,10 @@ answering while a model runs. Nothing here prints; uvicorn logs warnings and err
 from __future__ import annotations
 
 import functools
+import ipaddress
 import json
 import logging
+import re
 import socket
 from importlib import resources
 
@@ -31,8 +36,7 @@ from starlette.applications import Starlette
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
-from starlette.middleware.trustedhost import TrustedHostMiddleware
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
@@ -61,7 +65,75 @@ ACTIONS = (
     "load", "run", "step", "attention", "heads", "neuron", "cross", "tile", "generate", "intervene",
     "fidelity",
 )  # fmt: skip
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
+INET_ATON = re.compile(r"[0-9a-fA-FxX.]+")  # the old forms inet_aton reads: 127.1, 0x7f.1
+
+
+def address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The IP address that `host` spells, read without the network, or None for another name:
+    an IPv4 or IPv6 literal (in [brackets] too), an old IPv4 form (127.1, 0x7f.1) and the name
+    localhost in any case, with or without its final dot (RFC 6761: always this machine)."""
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if host.lower() in ("localhost", "localhost."):
+        return ipaddress.IPv4Address("127.0.0.1")
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    if not INET_ATON.fullmatch(host):  # inet_aton stops at a space: read nothing else
+        return None
+    try:
+        return ipaddress.IPv4Address(socket.inet_aton(host))
+    except OSError:
+        return None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` spells a loopback address (this machine only), decided by parsing it:
+    127.0.0.0/8 in any form, ::1 in any form, IPv4-mapped loopback (::ffff:127.0.0.1), localhost.
+    0.0.0.0, :: and every other address or name are not."""
+    a = address(host)
+    if isinstance(a, ipaddress.IPv6Address) and a.ipv4_mapped is not None:
+        a = a.ipv4_mapped
+    return a is not None and a.is_loopback
+
+
+def host_of(header: str) -> str:
+    """The host of a Host header value, without its port ("[::1]:8000" -> "[::1]")."""
+    if header.startswith("["):
+        return header[: header.find("]") + 1] if "]" in header else header
+    if header.count(":") == 1:
+        return header.partition(":")[0]
+    return header  # no port, or a bare IPv6 address
+
+
+class HostCheck:
+    """Refuse a request whose Host header does not name this machine (DNS rebinding: a page
+    from elsewhere whose name was pointed at 127.0.0.1 sends its own name): allowed are every
+    spelling of a loopback address and the names given (as the server was bound); "*": any."""
+
+    def __init__(self, app, names: list[str]):
+        self.app = app
+        self.any = "*" in names
+        self.names = {n.lower().removesuffix(".") for n in names}
+
+    def allows(self, header: str) -> bool:
+        host = host_of(header)
+        return self.any or is_loopback(host) or host.lower().removesuffix(".") in self.names
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
+            if not self.allows(header):
+                shown = header[:60] or "(none)"
+                response = error(
+                    400,
+                    f"the Host header {shown!r} does not name this machine; the explorer "
+                    "answers only requests to its own address (open the URL it printed)",
+                )
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 @functools.cache
@@ -78,10 +150,19 @@ def error(status: int, message: str) -> Response:
 
 
 async def read_json(request: Request) -> dict:
-    """The body as a JSON object, refused beyond MAX_BODY bytes (before reading it in full)."""
+    """The body as a JSON object: sent as application/json, refused beyond MAX_BODY bytes
+    (before reading it in full), strict (no NaN, no number beyond float64, no key twice)."""
+    kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind != "application/json":
+        shown = f"{kind[:40]!r}" if kind else "none"
+        raise RequestError(
+            415, f"the body must be sent as Content-Type: application/json (it was {shown})"
+        )
     declared = request.headers.get("content-length")
-    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
-        raise RequestError(413, _too_large(int(declared) if declared.isdigit() else None))
+    if declared is not None and not declared.isdigit():
+        raise RequestError(400, f"the Content-Length {declared[:20]!r} is not a number of bytes")
+    if declared is not None and int(declared) > MAX_BODY:
+        raise RequestError(413, _too_large(int(declared)))
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -90,7 +171,12 @@ async def read_json(request: Request) -> dict:
         chunks.append(chunk)
     raw = b"".join(chunks)
     try:
-        body = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        body = json.loads(
+            raw.decode("utf-8"),
+            parse_constant=_no_constant,
+            parse_float=_finite,
+            object_pairs_hook=_no_repeats,
+        )
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise RequestError(400, f"the body must be a JSON object ({str(e)[:120]})") from None
     if not isinstance(body, dict):
@@ -102,6 +188,22 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite(raw: str) -> float:
+    x = float(raw)
+    if x in (float("inf"), float("-inf")):
+        raise ValueError(f"{raw[:30]} is beyond the largest float64 number")
+    return x
+
+
+def _no_repeats(pairs: list) -> dict:
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {twice[:40]!r} is given twice")
+    return out
+
+
 def _too_large(size: int | None) -> str:
     told = f" is {size / 1e6:.1f} MB;" if size else " is too large;"
     return (
@@ -111,8 +213,8 @@ def _too_large(size: int | None) -> str:
 
 
 def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
-    """The ASGI app over an Explorer. hosts: the Host header values allowed (None: this
-    machine's loopback names; ["*"]: any)."""
+    """The ASGI app over an Explorer. hosts: the Host header names allowed besides every
+    spelling of a loopback address (None: those only; ["*"]: any)."""
 
     async def page(request: Request) -> Response:
         return Response(
@@ -137,11 +239,13 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
         if name not in ACTIONS:
             return error(404, f"no action {name[:40]!r}; the actions are {', '.join(ACTIONS)}")
         body = await read_json(request)
+        explorer.check(name, body)
         call = getattr(explorer, "summary" if name == "run" else name)
         return json_response(await run_in_threadpool(call, body))
 
     async def report(request: Request) -> Response:
         body = await read_json(request)
+        explorer.check("report", body)
         html = await run_in_threadpool(explorer.report, body)
         return Response(
             html,
@@ -154,6 +258,7 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
 
     async def trace(request: Request) -> Response:
         body = await read_json(request)
+        explorer.check("trace", body)
         chunks = await run_in_threadpool(lambda: _first(explorer.trace_json(body)))
         return StreamingResponse(
             iterate_in_threadpool(chunks),
@@ -171,8 +276,16 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
     async def on_http(request: Request, e: HTTPException) -> Response:
         return error(e.status_code, e.detail or "request refused")
 
+    async def on_disconnect(request: Request, e: ClientDisconnect) -> Response:
+        # The client went away before its body arrived: nobody reads an answer, nothing failed.
+        log.info("glassformer explorer: %s %s: the client went away", request.method,
+                 request.url.path)  # fmt: skip
+        return Response(status_code=400)
+
     async def on_anything(request: Request, e: Exception) -> Response:
-        log.exception("glassformer explorer: %s %s failed", request.method, request.url.path)
+        # One line here; the traceback follows once, from uvicorn (Starlette re-raises it).
+        log.error("glassformer explorer: %s %s failed (%s)", request.method, request.url.path,
+                  type(e).__name__)  # fmt: skip
         return error(500, f"internal error ({type(e).__name__}); the server log has the details")
 
     routes = [
@@ -183,14 +296,14 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
         Route("/api/trace", trace, methods=["POST"]),
         Route("/api/{action}", action, methods=["POST"]),
     ]
-    allowed = hosts if hosts is not None else list(LOOPBACK) + ["[::1]"]
     return Starlette(
         routes=routes,
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed)],
+        middleware=[Middleware(HostCheck, names=hosts or [])],
         exception_handlers={
             RequestError: on_request_error,
             GlassformerError: on_library_error,
             HTTPException: on_http,
+            ClientDisconnect: on_disconnect,
             Exception: on_anything,
         },
     )
@@ -213,12 +326,15 @@ def asset_text(name: str) -> str:
 
 
 def bind(host: str, port: int) -> socket.socket:
-    """A listening socket on host:port (port 0: any free port), or one clear error."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    """A listening socket on host:port (port 0: any free port), or one clear error. An address
+    is read here (`address`: 127.1, [::1], localhost.); only another name is looked up."""
+    a = address(host)
+    target = str(a) if a is not None else host
+    family = socket.AF_INET6 if ":" in target else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host, port))
+        sock.bind((target, port))
     except OSError as e:
         sock.close()
         raise GlassformerError(
@@ -236,11 +352,14 @@ def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, l
     import uvicorn
 
     sock = bind(host, port)
-    hosts = None if host in LOOPBACK else ["*"]
+    bound, actual = sock.getsockname()[:2]
+    a = address(host)
+    # Bound to this machine only (as the socket says, whatever the spelling): check the Host
+    # header, allowing a name the server was bound by (it resolved to loopback); else any.
+    hosts = ([] if a is not None else [host]) if is_loopback(bound) else ["*"]
     config = uvicorn.Config(
         create_app(explorer, hosts), log_level=log_level, access_log=False, lifespan="off"
     )
     server = uvicorn.Server(config)
-    actual = sock.getsockname()[1]
-    shown = f"[{host}]" if ":" in host else host
+    shown = host if a is None else f"[{a}]" if a.version == 6 else str(a)
     return server, sock, f"http://{shown}:{actual}/"
