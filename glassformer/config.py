@@ -226,6 +226,10 @@ def parse_assignments(cls, assignments) -> dict:
     hints = typing.get_type_hints(cls)
     changes = {}
     for item in assignments:
+        if not isinstance(item, str):  # override("d_model", 128) or override({"d_model": 128})
+            raise ConfigError(
+                f"expected key=value strings, for example 'd_model=128', got {item!r:.60}"
+            )
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:

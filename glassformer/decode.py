@@ -8,14 +8,94 @@ each records what it did at every step so that a generation can be explained aft
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import InputError
 
 StepFn = Callable[[list[int]], np.ndarray]
+SEED_LIMIT = 2**32  # the command line's --seed range: [0, 2**32)
+
+
+# -- the checks at the entry points: the command line's wording, before any step is run ---------
+
+
+def _shown(value) -> str:
+    return str(value) if isinstance(value, numbers.Number) else repr(value)
+
+
+def _integer(value, name: str, low: int, says: str) -> None:
+    ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= low
+    if not ok:
+        raise InputError(f"{name} must be {says}, got {_shown(value)}")
+
+
+def _real(value, name: str, says: str, ok) -> None:
+    good = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not (good and math.isfinite(value) and ok(value)):
+        raise InputError(f"{name} must be {says}, got {_shown(value)}")
+
+
+def check_limits(step, prompt, max_new_tokens, eos_id, max_len) -> list[int]:
+    """What every strategy takes: a step function, a prompt of token ids, the length bounds."""
+    if not callable(step):
+        raise InputError(
+            f"step must be a function (ids so far -> next-token logits), got {type(step).__name__}"
+        )
+    ids = list(prompt) if isinstance(prompt, list | tuple | np.ndarray) else None
+    if not ids:
+        raise InputError(
+            "the prompt is empty or not a list of token ids: give at least one token (an "
+            "encoder-decoder's start token)"
+        )
+    if not all(isinstance(t, numbers.Integral) and not isinstance(t, bool) for t in ids):
+        raise InputError(f"the prompt must be integer token ids, got {ids[:8]!r}")
+    _integer(max_new_tokens, "max_new_tokens", 1, "at least 1")
+    if eos_id is not None:
+        _integer(eos_id, "eos_id", 0, "a token id (an integer >= 0) or None")
+    if max_len is not None:
+        _integer(max_len, "max_len", 1, "an integer >= 1 or None")
+    return [int(t) for t in ids]
+
+
+def check_sampling(temperature, top_k, top_p, seed=None) -> None:
+    """The sampling values, in the command line's words. Temperature 0 is refused, as the
+    command line and the explorer refuse it: the most likely token is `greedy`'s (and a tiny
+    temperature tends to it, see `filter_probs`)."""
+    _real(temperature, "temperature", "a finite number > 0", lambda t: t > 0)
+    if top_k is not None:
+        _integer(top_k, "top_k", 1, ">= 1")
+    if top_p is not None:
+        _real(top_p, "top_p", "in (0, 1]", lambda p: 0 < p <= 1)
+    if seed is not None:
+        ok = isinstance(seed, numbers.Integral) and not isinstance(seed, bool)
+        if not (ok and 0 <= seed < SEED_LIMIT):
+            raise InputError(f"seed must be an integer in [0, 2**32), got {_shown(seed)}")
+
+
+def check_beam(width, length_penalty) -> None:
+    _integer(width, "beam width", 1, ">= 1")
+    _real(length_penalty, "length_penalty", "a finite number", lambda _: True)
+
+
+def _logits(step: StepFn, ids: list[int]) -> np.ndarray:
+    """The next-token logits (V,) of `step`, refused when they cannot be decoded from."""
+    z = np.asarray(step(ids), dtype=np.float64)
+    if z.ndim != 1 or z.size == 0:
+        raise InputError(
+            f"the step function returned logits of shape {z.shape}; it must return the next "
+            "token's logits (V,), e.g. reference.next_token_logits(params, cfg)"
+        )
+    if not (z < np.inf).all() or z.max() == -np.inf:  # NaN, +inf, or no token possible
+        raise InputError(
+            f"the step function returned non-finite logits after {len(ids)} tokens (NaN, +inf or "
+            "all -inf); the weights or the input overflow: check them with glassformer.numerics"
+        )
+    return z
 
 
 @dataclass
@@ -55,11 +135,12 @@ def greedy(
     max_len: int | None = None,
 ) -> Generation:
     """Append argmax tokens until EOS, `max_new_tokens` new tokens, or `max_len` tokens in all."""
+    prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
     out = Generation(ids=list(prompt), n_prompt=len(prompt))
     for _ in range(max_new_tokens):
         if max_len is not None and len(out.ids) >= max_len:
             break
-        probs = _softmax(step(out.ids))
+        probs = _softmax(_logits(step, out.ids))
         token = int(np.argmax(probs))
         out.ids.append(token)
         out.chosen_probs.append(float(probs[token]))
@@ -77,20 +158,18 @@ def filter_probs(
     top_p: float | None = None,
 ) -> np.ndarray:
     """The sampling distribution: softmax(logits / temperature), then keep the top_k most likely
-    tokens, then the smallest set whose probability reaches top_p; renormalised. Temperature 0
-    keeps only the argmax."""
-    if temperature < 0:
-        raise GlassformerError(f"temperature must be >= 0, got {temperature}")
-    if top_k is not None and top_k < 1:
-        raise GlassformerError(f"top_k must be >= 1, got {top_k}")
-    if top_p is not None and not 0.0 < top_p <= 1.0:
-        raise GlassformerError(f"top_p must be in (0, 1], got {top_p}")
+    tokens, then the smallest set whose probability reaches top_p; renormalised.
+
+    Computed as exp((z - max z) / T) / Σ: the same numbers, but the shifted logits are <= 0, so
+    that no finite temperature overflows: a tiny T (1e-300) sends every token below the maximum
+    to probability 0, as the limit T -> 0 does (the most likely tokens share it if tied)."""
+    check_sampling(temperature, top_k, top_p)
     z = np.asarray(logits, dtype=np.float64)
-    if temperature == 0:
-        probs = np.zeros_like(z)
-        probs[int(np.argmax(z))] = 1.0
-        return probs
-    probs = _softmax(z / temperature)
+    shifted = z - z.max()  # (V,) <= 0, the most likely at 0
+    with np.errstate(over="ignore", under="ignore"):  # a tiny T: -inf below the max
+        scaled = shifted / temperature  # (V,)
+    probs = np.exp(scaled)
+    probs /= probs.sum()
     order = np.argsort(-probs, kind="stable")  # most likely first
     keep = np.ones(len(z), dtype=bool)
     if top_k is not None:
@@ -115,12 +194,14 @@ def sample(
     seed: int | None = None,
 ) -> Generation:
     """Draw each next token from `filter_probs(...)`; the same seed gives the same tokens."""
+    prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
+    check_sampling(temperature, top_k, top_p, seed)
     rng = np.random.default_rng(seed)
     out = Generation(ids=list(prompt), n_prompt=len(prompt))
     for _ in range(max_new_tokens):
         if max_len is not None and len(out.ids) >= max_len:
             break
-        logits = step(out.ids)
+        logits = _logits(step, out.ids)
         probs = filter_probs(logits, temperature, top_k, top_p)
         token = int(rng.choice(len(probs), p=probs))
         out.ids.append(token)
@@ -141,8 +222,37 @@ class Hypothesis:
     finished: bool = False
 
     def score(self, length_penalty: float) -> float:
-        """logprob / n_generated^length_penalty: only generated tokens count, not the prompt."""
-        return self.logprob / max(self.n_generated, 1) ** length_penalty
+        """logprob / n_generated^length_penalty: only generated tokens count, not the prompt.
+
+        A penalty beyond ±16 is computed through logs, so that any finite penalty gives a
+        number: a score beyond the float range is the most negative float (beam search ranks by
+        `rank`, which stays exact)."""
+        n = max(self.n_generated, 1)
+        if abs(length_penalty) <= _DIRECT:
+            return self.logprob / n**length_penalty
+        if self.logprob == 0 or n == 1:
+            return self.logprob
+        log_size = math.log(-self.logprob) - length_penalty * math.log(n)  # log |score|
+        return -_MAX if log_size > _LOG_MAX else -math.exp(log_size)
+
+    def rank(self, length_penalty: float) -> tuple[float, float]:
+        """A sort key, smaller first, in the order of `score`, larger first. Up to a penalty of
+        ±16 it is -score itself (n^16 stays in range for any length); beyond, log |score| =
+        log(-logprob) - p·log(n) divided by |p| (the same order, no overflow however large p),
+        with equal keys ordered by logprob."""
+        if abs(length_penalty) <= _DIRECT:
+            return -self.score(length_penalty), 0.0
+        with np.errstate(divide="ignore"):
+            magnitude = float(np.log(-self.logprob)) if self.logprob < 0 else -math.inf
+        p = abs(length_penalty)
+        return magnitude / p - math.copysign(1.0, length_penalty) * math.log(
+            max(self.n_generated, 1)
+        ), -self.logprob
+
+
+_DIRECT = 16.0  # |length_penalty| up to which a score is computed as written
+_MAX = float(np.finfo(np.float64).max)
+_LOG_MAX = math.log(_MAX)
 
 
 @dataclass
@@ -188,8 +298,7 @@ class Beam:
         length_penalty: float = 1.0,
         max_len: int | None = None,
     ):
-        if width < 1:
-            raise GlassformerError(f"beam width must be >= 1, got {width}")
+        check_beam(width, length_penalty)
         self.width, self.eos_id, self.length_penalty = width, eos_id, length_penalty
         self.max_new_tokens, self.max_len = max_new_tokens, max_len
         self.alive = [Hypothesis(list(prompt), 0.0, 0)]
@@ -224,20 +333,21 @@ class Beam:
         self.steps.append([c for c, _ in kept])
         if ended:
             self.finished += ended
-            self.finished.sort(key=lambda h: -h.score(self.length_penalty))
+            self.finished.sort(key=lambda h: h.rank(self.length_penalty))
             del self.finished[self.width :]
         if not self.alive:
             self._stopped = True
             return
-        best_alive = max(h.score(self.length_penalty) for h in self.alive)
-        worst_finished = self.finished[-1].score(self.length_penalty) if self.finished else None
-        if len(self.finished) >= self.width and worst_finished >= best_alive:
-            self._stopped = True
+        best_alive = min(h.rank(self.length_penalty) for h in self.alive)
+        if len(self.finished) >= self.width:
+            worst_finished = self.finished[-1].rank(self.length_penalty)
+            if worst_finished[0] <= best_alive[0]:  # its score at least as good
+                self._stopped = True
 
     def result(self) -> BeamResult:
         # Hypotheses still live at the length limit compete with the finished ones (a stable
         # sort: the first of equal scores stays first, as max() would choose it).
-        ranked = sorted(self.finished + self.alive, key=lambda h: -h.score(self.length_penalty))
+        ranked = sorted(self.finished + self.alive, key=lambda h: h.rank(self.length_penalty))
         return BeamResult(ranked[0], self.finished, self.steps, ranked)
 
 
@@ -259,10 +369,14 @@ def beam_search(
     finished and the worst of them already beats the best live one. Width 1 is greedy decoding.
     step_many, if given, scores all live hypotheses (equal lengths) in one call -> (n, V) logits.
     """
+    prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
     beam = Beam(prompt, max_new_tokens, eos_id, width, length_penalty, max_len)
     while not beam.done:
         ids = [h.ids for h in beam.alive]
-        scores = step_many(ids) if step_many is not None else [step(x) for x in ids]
+        if step_many is not None:
+            scores = np.asarray(step_many(ids), dtype=np.float64)
+        else:
+            scores = [_logits(step, x) for x in ids]
         logps = [_log_softmax(logits) for logits in scores]
         tops = [top_tokens(logp, width) for logp in logps]
         beam.advance(tops, [logp[t] for logp, t in zip(logps, tops, strict=True)])

@@ -30,6 +30,23 @@ class TokenizerError(GlassformerError):
     """Text that the tokenizer cannot encode, or a tokenizer file it cannot read."""
 
 
+class InputError(GlassformerError, ValueError):
+    """An argument a library function cannot take: token ids that are not integers or lie outside
+    the vocabulary, a mask or an array of the wrong shape, a params dict lacking a tensor, a
+    decoding value outside its range. Raised at the public entry point, before any work."""
+
+
+class OutputExists(GlassformerError, FileExistsError):
+    """A writer was asked to replace an existing file or folder without overwrite=True."""
+
+
+class TraceError(GlassformerError, KeyError):
+    """A step name that the trace did not record (a KeyError, so `in`-style code keeps working)."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class Interrupted(Exception):
     """Work stopped by a signal (Ctrl-C = SIGINT, SIGTERM) after its results were saved.
 

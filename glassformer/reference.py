@@ -19,8 +19,9 @@ import math
 
 import numpy as np
 
+from glassformer import inputs
 from glassformer.config import Config
-from glassformer.errors import GlassformerError
+from glassformer.errors import InputError
 from glassformer.trace import scope, tap
 
 Params = dict[str, np.ndarray]
@@ -316,14 +317,21 @@ def _final_norm(p: Params, stack: str, x, cfg: Config):
         return layer_norm(x, p[f"{stack}.norm.weight"], p[f"{stack}.norm.bias"], cfg.ln_eps)
 
 
-def _check_length(ids, cfg: Config, stack: str) -> None:
-    n = len(ids)
-    if n == 0:
-        raise GlassformerError(f"{stack} input is empty: give at least one token")
-    if n > cfg.max_len:
-        raise GlassformerError(
-            f"{stack} input has {n} tokens but max_len is {cfg.max_len}; shorten the text"
+# -- the public entry points: their inputs are checked first (glassformer.inputs), the math after
+
+
+def _decoder_call(p: Params, cfg: Config, fn: str, src_ids) -> None:
+    """forward() and next_token_logits(): a decoder, src_ids exactly when there is an encoder."""
+    if not cfg.has_decoder:
+        raise InputError(
+            f"{fn}() is for decoder and encoder-decoder models (this one is arch={cfg.arch!r}); "
+            "use classify() or sentence_embedding()"
         )
+    if cfg.arch == "encoder-decoder" and src_ids is None:
+        raise InputError("an encoder-decoder model needs src_ids: give the source token ids")
+    if cfg.arch == "decoder" and src_ids is not None:
+        raise InputError("src_ids given to a decoder-only model: drop them")
+    inputs.params(p, cfg)
 
 
 def encode(p: Params, cfg: Config, ids, valid=None, types=None):
@@ -332,8 +340,11 @@ def encode(p: Params, cfg: Config, ids, valid=None, types=None):
     valid (S,) bool marks real tokens: padded keys are never attended to. types (S,): token
     types (with type_vocab_size; default 0).
     """
-    _check_length(ids, cfg, "encoder")
-    mask = None if valid is None else np.broadcast_to(np.asarray(valid, bool), (len(ids),) * 2)
+    inputs.params(p, cfg)
+    ids = inputs.token_ids(ids, cfg, "encoder")
+    valid = inputs.valid_flags(valid, len(ids))
+    inputs.token_types(types, len(ids), cfg)
+    mask = None if valid is None else np.broadcast_to(valid, (len(ids),) * 2)
     with scope("encoder"):
         X = embed(p, "encoder", ids, cfg, types)
         for i in range(cfg.n_encoder_layers):
@@ -344,12 +355,14 @@ def encode(p: Params, cfg: Config, ids, valid=None, types=None):
 
 def decode(p: Params, cfg: Config, ids, memory=None, memory_valid=None):
     """The decoder stack under a causal mask, attending to `memory` if given. ids (T,) -> (T, C)."""
-    _check_length(ids, cfg, "decoder")
+    inputs.params(p, cfg)
+    ids = inputs.token_ids(ids, cfg, "decoder")
     T = len(ids)
     self_mask = causal_mask(T)
     cross_mask = None
     if memory is not None and memory_valid is not None:
-        cross_mask = np.broadcast_to(np.asarray(memory_valid, bool), (T, memory.shape[0]))
+        memory_valid = inputs.valid_flags(memory_valid, memory.shape[0], "src_valid")
+        cross_mask = np.broadcast_to(memory_valid, (T, memory.shape[0]))
     with scope("decoder"):
         Y = embed(p, "decoder", ids, cfg)
         for i in range(cfg.n_decoder_layers):
@@ -370,13 +383,10 @@ def forward(p: Params, cfg: Config, ids, src_ids=None, src_valid=None):
 
     ids are the decoder tokens (from SOS); src_ids the encoder tokens (encoder-decoder only).
     """
+    _decoder_call(p, cfg, "forward", src_ids)
     memory = None
     if cfg.arch == "encoder-decoder":
-        if src_ids is None:
-            raise ValueError("an encoder-decoder model needs src_ids")
         memory = encode(p, cfg, src_ids, src_valid)
-    elif cfg.arch != "decoder":
-        raise ValueError("forward() is for decoder and encoder-decoder models; use classify()")
     logits = lm_logits(p, cfg, decode(p, cfg, ids, memory, src_valid))
     # Only looked at, never computed on: computed when asked for (a trace recomputes the
     # probabilities from the recorded logits when they are read).
@@ -390,7 +400,10 @@ def classify(p: Params, cfg: Config, ids, valid=None):
     ids (S,) -> logits (n_classes,).
     """
     if cfg.arch != "encoder" or not cfg.n_classes:
-        raise ValueError("classify() needs arch='encoder' with n_classes > 0")
+        raise InputError(
+            f"classify() needs arch='encoder' with n_classes > 0 (this one is arch={cfg.arch!r}, "
+            f"n_classes {cfg.n_classes}); use forward() or sentence_embedding()"
+        )
     H = encode(p, cfg, ids, valid)  # (S, C)
     keep = np.ones(len(ids), bool) if valid is None else np.asarray(valid, bool)
     pooled = tap("pooled", H[keep].sum(axis=0) / max(int(keep.sum()), 1))  # (C,); none: zeros
@@ -403,7 +416,10 @@ def sentence_embedding(p: Params, cfg: Config, ids, types=None):
     """Mean of the encoder outputs over the tokens, then divided by its L2 norm (the mean pooling
     of sentence-transformers, as all-MiniLM-L6-v2 is used). ids (S,) -> (C,)."""
     if not cfg.has_encoder:
-        raise ValueError("sentence_embedding() needs a model with an encoder")
+        raise InputError(
+            f"sentence_embedding() needs a model with an encoder (this one is arch={cfg.arch!r}); "
+            "use forward() for a decoder's logits"
+        )
     H = encode(p, cfg, ids, types=types)  # (S, C)
     pooled = tap("pooled", H.mean(axis=0))  # (C,)
     return tap("embedding", pooled / max(np.linalg.norm(pooled), 1e-12))  # (C,)
@@ -416,6 +432,7 @@ def next_token_logits(p: Params, cfg: Config, src_ids=None, window: bool = False
     window: past max_len ids, the decoder reads only the last max_len of them, at positions
     0 .. max_len-1 (a sliding window, as GPT-2-style models generate past their context).
     """
+    _decoder_call(p, cfg, "next_token_logits", src_ids)
     memory = encode(p, cfg, src_ids) if cfg.arch == "encoder-decoder" else None
 
     def step(ids):

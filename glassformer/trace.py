@@ -32,6 +32,7 @@ which installs `Trace._repr_html_`; this module imports nothing from it.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import fnmatch
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from glassformer.errors import InputError, TraceError
 from glassformer.glossary import equation_for
 
 _ACTIVE: ContextVar[Trace | None] = ContextVar("glassformer_trace", default=None)
@@ -151,7 +153,11 @@ class Trace:
     def step(self, name: str) -> Step:
         s = self._index().get(name)
         if s is None:
-            raise KeyError(f"no step named {name!r} in this trace")
+            names = list(self._index())
+            close = [n for n in names if n.lower() == str(name).lower()]  # head0.a -> head0.A
+            close += difflib.get_close_matches(str(name), names, n=3 - len(close), cutoff=0.6)
+            hint = f"did you mean {', '.join(map(repr, close))}?" if close else "see tr.names()"
+            raise TraceError(f"no step named {name!r} in this trace; {hint}")
         return s
 
     def annotate(self, name: str, note: str) -> None:
@@ -306,9 +312,13 @@ def tracing(labels: dict[str, list[str]] | None = None, dtype=np.float64):
     dtype: how float values are stored. The default float64 keeps every value exact (the parity
     and golden tests, `interventions.patch`, which replays recorded values); np.float32 halves a
     trace's memory (a server keeping many traces) at ~1e-7 relative error in what is shown."""
-    dtype = np.dtype(dtype).type
+    try:
+        dtype = np.dtype(dtype).type
+    except TypeError:
+        dtype = None
     if dtype not in (np.float64, np.float32):
-        raise ValueError(f"a trace stores float64 or float32 values, not {dtype.__name__}")
+        shown = getattr(dtype, "__name__", repr(dtype))
+        raise InputError(f"a trace stores float64 or float32 values, not {shown}")
     trace = Trace(labels=dict(labels or {}), dtype=dtype)
     token, ptoken = _ACTIVE.set(trace), _PREFIX.set(())
     try:
@@ -323,6 +333,14 @@ def intervene(fns: Mapping[str, Callable]):
     """Inside this block a tap whose full name matches a key returns `fn(value)`: the explicit
     intervention of the module docstring. Yields the `Intervention` (its `matched` names). Blocks
     nest: an inner block's functions apply after the outer block's."""
+    if not isinstance(fns, Mapping):
+        raise InputError(f"intervene takes {{step name: function}}, got {type(fns).__name__}")
+    for key, fn in fns.items():
+        if not isinstance(key, str) or not callable(fn):
+            raise InputError(
+                f"intervene: {key!r} must map a step name (a string) to a function of its value, "
+                f"got {type(fn).__name__}"
+            )
     swap = Intervention(fns, outer=_INTERVENTION.get())
     token = _INTERVENTION.set(swap)
     try:

@@ -24,7 +24,7 @@ def test_readme_python_examples_run_and_print_what_the_readme_shows(tmp_path, mo
         if shown:
             assert out.getvalue().splitlines() == shown.splitlines(), code[:60]
     assert "encoder.0.self_attn.head1.A" in "".join(printed)
-    assert (tmp_path / "ckpt" / "model.safetensors").is_file()
+    assert (tmp_path / "my-ckpt" / "model.safetensors").is_file()  # not over `init ckpt`
 
 
 # -- the shell commands ---------------------------------------------------------------------------
