@@ -270,6 +270,22 @@ def inside(folder: str | Path, path: str | Path) -> Path:
     return path
 
 
+# Every kind of file a command reads from a folder it is given, each opened through `member`.
+# tests/test_readers_contained.py links each out of a real folder and calls its reader, and fails
+# when glassformer/ names a file, or gains a function that reads one, that is not accounted for.
+READ_FROM_FOLDERS = {
+    "checkpoint": tuple(
+        "config.json model.safetensors tokenizer.json labels.json snapshot-step*.safetensors "
+        "training_state.pt train_config.json log.csv".split()
+    ),
+    "hugging face": tuple(  # model-*.safetensors: the shards model.safetensors.index.json names
+        "config.json model.safetensors model.safetensors.index.json model-*.safetensors "
+        "pytorch_model.bin tokenizer.json vocab.txt vocab.json merges.txt tokenizer_config.json "
+        "special_tokens_map.json glassformer-tokenizer.json".split()
+    ),
+}
+
+
 # -- the lock of an output folder -----------------------------------------------------------------
 # A command that writes a folder (train, init, export, import-hf, export-hf) holds its lock for the
 # whole run, so that two writers cannot both find it free and overwrite each other. The lock is a

@@ -31,9 +31,27 @@ def test_preset_dict_round_trip(name):
     assert Config.from_dict(data) == cfg
 
 
-def test_preset_returns_the_registered_config():
-    for name, cfg in PRESETS.items():
-        assert preset(name) == cfg
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor is True")  # torch's batch_first advice
+def test_presets_are_the_libraries_reference_models():
+    """gpt2-small is transformers' GPT2Config() (GPT-2 small as released); transformer-base is
+    torch.nn.Transformer()'s defaults, Vaswani et al.'s base model (post-LN, ReLU)."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    g, ours = transformers.GPT2Config(), preset("gpt2-small")
+    assert (ours.vocab_size, ours.d_model, ours.n_heads, ours.n_decoder_layers, ours.max_len,
+            ours.d_ff, ours.ln_eps, ours.tie_embeddings) == (
+        g.vocab_size, g.n_embd, g.n_head, g.n_layer, g.n_positions, g.n_inner or 4 * g.n_embd,
+        g.layer_norm_epsilon, g.tie_word_embeddings)  # fmt: skip
+    assert (g.activation_function, ours.activation) == ("gelu_new", "gelu_tanh")  # tanh form
+    t = torch.nn.Transformer(device="meta")
+    base = preset("transformer-base")
+    for stack, n in ((t.encoder, base.n_encoder_layers), (t.decoder, base.n_decoder_layers)):
+        layer = stack.layers[0]
+        assert len(stack.layers) == n and layer.norm_first is (base.norm == "pre")
+        assert (layer.self_attn.embed_dim, layer.self_attn.num_heads) == (base.d_model,
+                                                                          base.n_heads)  # fmt: skip
+        assert layer.linear1.out_features == base.d_ff and layer.norm1.eps == base.ln_eps
+        assert layer.activation is torch.nn.functional.relu and base.activation == "relu"
 
 
 def test_unknown_preset_lists_names():
@@ -53,16 +71,17 @@ def test_config_error_is_a_glassformer_error():
 
 
 def test_hello_world_has_the_articles_sizes():
+    """The sizes the article states (golden rt_07's hyperparameters, copied from the post)."""
+    from conftest import load_golden
+
+    h = load_golden("rt_07_unseeded_random_outputs.json")["hyperparameters"]
     cfg = preset("hello-world")
     assert cfg.arch == "encoder-decoder"
-    assert cfg.d_model == 4
-    assert cfg.n_heads == 2
-    assert cfg.head_dim == 3
-    assert cfg.attn_dim == 6
-    assert cfg.d_ff == 8
-    assert cfg.n_encoder_layers == 6
-    assert cfg.n_decoder_layers == 6
-    assert cfg.vocab_size == 10
+    assert (cfg.d_model, cfg.n_heads, cfg.head_dim, cfg.d_ff) == (
+        h["d_model"], h["n_heads"], h["d_k"], h["d_ff"])  # fmt: skip
+    assert h["d_k"] == h["d_q"] == h["d_v"] and cfg.attn_dim == h["n_heads"] * h["d_v"]
+    assert (cfg.n_encoder_layers, cfg.n_decoder_layers, cfg.vocab_size) == (
+        h["n_encoder_blocks"], h["n_decoder_blocks"], h["vocab_size"])  # fmt: skip
     assert cfg.norm == "post"
     assert cfg.positions == "sinusoidal"
     assert cfg.activation == "relu"

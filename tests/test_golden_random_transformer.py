@@ -209,6 +209,16 @@ def test_walkthrough_engine_matches_article_heads():
     g = load_golden("rt_03_attention_sqrt3.json")
     with tracing() as tr:
         R.multi_head_attention(p, "l", W.E_PRINTED, W.E_PRINTED, None, cfg)
+    # The weights are saturated (1 - 5e-10): a wrong scale (sqrt(d_model) = 2 instead of
+    # sqrt(D) = sqrt(3)) leaves them, and C, equal at 1e-7. The scores before the softmax are
+    # not: Ω as the article prints it, and Ω/√3 (printed for head 1; for head 2 the article's
+    # Ω divided by √3 as its text says, exact arithmetic on its numbers).
+    np.testing.assert_allclose(tr["head0.scores"], g["head1"]["scores_QKt_printed"], atol=1e-9)
+    np.testing.assert_allclose(tr["head1.scores"], g["head2"]["scores_QKt_exact"], atol=1e-9)
+    np.testing.assert_allclose(tr["head0.scaled"], g["head1"]["scaled_printed"], atol=1e-7)
+    np.testing.assert_allclose(tr["head0.scaled"], g["head1"]["scaled_exact"], atol=1e-9)
+    head2_scaled = np.array(g["head2"]["scores_QKt_exact"]) / np.sqrt(g["d_k"])
+    np.testing.assert_allclose(tr["head1.scaled"], head2_scaled, atol=1e-9)
     np.testing.assert_allclose(tr["head0.C"], g["head1"]["output_exact"], atol=1e-7)
     np.testing.assert_allclose(tr["head1.C"], g["head2"]["output_exact"], atol=1e-7)
     assert arr(tr["Z"]).shape == (2, 4)

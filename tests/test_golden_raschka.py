@@ -215,6 +215,38 @@ def test_multihead_attention(trace):
     close(trace["mha.out"], g["expected"], "output", g["tolerance"])
 
 
+def test_reference_engine_attention_gives_the_books_multihead_output():
+    """The reference engine's multi_head_attention (the one the models run), fed the book's
+    MultiHeadAttention weights (d_in 3, 2 heads of dimension 1, causal), gives the book's output.
+    Its weights are far from saturated, so the scale is pinned: dividing by sqrt(d_model) = √3
+    instead of sqrt(head dim) = 1 moves the output by ~1e-3 (the tolerance is 1e-6). The book's
+    out_proj maps 2 -> 2; glassformer's W_O maps H·D -> d_model (3): W_O gets a third, zero
+    row."""
+    from glassformer import reference as R
+    from glassformer.config import Config
+    from glassformer.trace import tracing
+
+    g = load_golden("raschka_08_multihead_attention.json")
+    w = {k: np.array(v, dtype=np.float64) for k, v in g["weights_shape_out_by_in"].items()}
+    x = np.array(load_golden("raschka_01_inputs_simple_attention.json")["inputs_6x3"], float)
+    H, D, d_in, d_out = g["num_heads"], g["head_dim"], g["d_in"], g["d_out"]
+    cfg = Config(arch="encoder", vocab_size=2, d_model=d_in, n_heads=H, head_dim=D, d_ff=4,
+                 n_encoder_layers=1, n_decoder_layers=0, bias=True)  # fmt: skip
+    p = {f"l.{k}.weight": w[f"W_{n}"] for k, n in (("q", "query"), ("k", "key"), ("v", "value"))}
+    p |= {f"l.{k}.bias": np.zeros(H * D) for k in "qkv"}  # qkv_bias=False in the book
+    p["l.o.weight"] = np.vstack([w["out_proj_weight"], np.zeros((d_in - d_out, d_out))])
+    p["l.o.bias"] = np.concatenate([w["out_proj_bias"], np.zeros(d_in - d_out)])
+    with tracing() as tr:
+        Z = R.multi_head_attention(p, "l", x, x, R.causal_mask(len(x)), cfg)
+    tol = g["tolerance"]
+    np.testing.assert_allclose(Z[:, :d_out], arr(g["expected"]["output_full"])[0],
+                               atol=tol["atol_vs_full"])  # fmt: skip
+    np.testing.assert_allclose(Z[:, :d_out], arr(g["expected"]["output_printed"])[0],
+                               atol=tol["atol_vs_printed"])  # fmt: skip
+    np.testing.assert_array_equal(Z[:, d_out:], 0)
+    assert 0.05 < tr["head0.A"][1:].max() < 0.95  # unsaturated: the scale shows in the output
+
+
 def test_new_steps_are_narrated_with_equations_and_shapes(trace):
     narrated = [s for s in trace.steps if s.note]
     names = [s.name for s in narrated]

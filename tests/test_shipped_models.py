@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from glassformer import weights
@@ -23,12 +24,44 @@ def test_shipped_model_loads_within_budget(name, arch):
     assert "glassformer train" in card and "wall time" in card
 
 
-def test_shipped_translator_says_what_its_card_says(capsys):
-    pytest.importorskip("torch")
-    card = (MODELS / "en-es" / "README.md").read_text(encoding="utf-8")
-    assert main(["translate", str(MODELS / "en-es"), "Hello world."]) == 0
-    out = capsys.readouterr().out.strip()
-    assert f'"Hello world." -> "{out}"' in card
+def _reference(folder: Path, sentence: str, beam: int):
+    """The NumPy float64 reference engine's decoding (no torch, no cache), from BOS, as many
+    tokens as max_len allows: greedy's text at beam 1, else decode.beam_search's result."""
+    from glassformer import decode
+    from glassformer import reference as R
+
+    cfg, params, tok = weights.load(folder)
+    step = R.next_token_logits(params, cfg, tok.encode(sentence)[: cfg.max_len])
+    limits = dict(max_new_tokens=cfg.max_len - 1, eos_id=tok.eos_id, max_len=cfg.max_len)
+    if beam == 1:
+        return tok.decode(decode.greedy(step, [tok.bos_id], **limits).ids[1:])
+    return tok, decode.beam_search(step, [tok.bos_id], width=beam, **limits)
+
+
+def test_shipped_translator_translates_as_the_reference_engine(capsys):
+    """`glassformer translate --n-best 4` (torch, float32, KV cache, batched beam search) ranks
+    the candidates the reference engine's beam search (float64, no cache) ranks for the same
+    weights, with the same log-probabilities, and the library's greedy decoding gives the
+    reference's greedy text; the card's example ("Hello world." at the default beam 4) is the
+    reference's best candidate, not a string copied from an earlier output."""
+    torch = pytest.importorskip("torch")
+    from glassformer.inference import translate
+    from glassformer.torch_model import from_params
+
+    folder, sentence = MODELS / "en-es", "Hello world."
+    assert main(["translate", str(folder), sentence, "--n-best", "4"]) == 0
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    tok, result = _reference(folder, sentence, 4)
+    ranked = result.ranked[:4]
+    assert [r[3] for r in rows] == [tok.decode(h.ids[1:]) for h in ranked]
+    got = np.array([[float(r[1]), float(r[2])] for r in rows])
+    want = np.array([[h.score(1.0), h.logprob] for h in ranked])
+    np.testing.assert_allclose(got, want, atol=5e-4)  # printed to 4 decimals, float32
+    cfg, params, tok = weights.load(folder)
+    model = from_params(cfg, params, dtype=torch.float32).eval()
+    assert translate(model, tok, [sentence], beam=1) == [_reference(folder, sentence, 1)]
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert f'"{sentence}" -> "{rows[0][3]}"' in card
 
 
 def test_translate_input_streams_in_input_order_with_a_progress_bar(capsys, tmp_path):
