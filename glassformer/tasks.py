@@ -38,25 +38,34 @@ class Task:
 
 
 def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice(None)):
-    """Mean cross-entropy of one micro-batch and its number of counted tokens (or examples)."""
+    """Mean cross-entropy of one micro-batch (with `label_smoothing`, every task) and its number
+    of counted tokens (or examples). The loss is computed in at least float32: bf16 logits are
+    upcast, float64 ones kept (tests/test_train_oracle.py compares a step in float64)."""
     t = _tensors(model, batch, rows)
     if kind == "lm":
-        logits = model(t["x"])  # (B, T, V)
-        return F.cross_entropy(logits.flatten(0, 1).float(), t["y"].flatten()), t["y"].numel()
+        logits = _upcast(model(t["x"]))  # (B, T, V)
+        loss = F.cross_entropy(
+            logits.flatten(0, 1), t["y"].flatten(), label_smoothing=label_smoothing
+        )
+        return loss, t["y"].numel()
     if kind == "translate":
         logits = model(
             t["tgt_in"], valid=t["tgt_valid"], src_ids=t["src"], src_valid=t["src_valid"]
         )  # (B, T, V)
         labels = t["tgt_out"].masked_fill(~t["tgt_valid"], -100)
         loss = F.cross_entropy(
-            logits.flatten(0, 1).float(),
+            _upcast(logits).flatten(0, 1),
             labels.flatten(),
             ignore_index=-100,
             label_smoothing=label_smoothing,
         )
         return loss, int(t["tgt_valid"].sum())
-    logits = model(t["x"], valid=t["valid"])  # (B, n_classes)
-    return F.cross_entropy(logits.float(), t["y"]), t["x"].numel()
+    logits = _upcast(model(t["x"], valid=t["valid"]))  # (B, n_classes)
+    return F.cross_entropy(logits, t["y"], label_smoothing=label_smoothing), t["x"].numel()
+
+
+def _upcast(logits: torch.Tensor) -> torch.Tensor:
+    return logits.to(torch.promote_types(logits.dtype, torch.float32))
 
 
 def _tensors(model, batch: dict, rows=slice(None)) -> dict:

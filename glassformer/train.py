@@ -198,7 +198,7 @@ def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     for name, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        is_embedding = "tok_embed" in name or "pos_embed" in name
+        is_embedding = name.endswith("_embed.weight")  # tok_, pos_ and (BERT) type_embed
         (decay if p.ndim >= 2 and not is_embedding else no_decay).append(p)
     return [
         {"params": decay, "weight_decay": weight_decay},
