@@ -1,8 +1,9 @@
 """Faults, not just bad input: a full or read-only disk, a closed or full stdout, Ctrl-C and
-SIGTERM at random moments during training, kill -9 leftovers, and fuzzed model-folder files.
+SIGTERM at chosen steps during training, kill -9 leftovers, and fuzzed model-folder files.
 
-Disk cases mount a small tmpfs and need root (they skip otherwise). Signal cases run the real
-command line in a subprocess and check that a resumed run equals an uninterrupted one.
+Disk cases mount a small tmpfs and need root (they skip otherwise, and the run's closing summary
+counts them under their reason). Signal cases run the real command line in a subprocess, paused
+at a step until the signal lands, and check that a resumed run equals an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import csv
 import hashlib
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -208,26 +208,53 @@ def uninterrupted(tmp_path_factory, corpus):
     return _losses(out)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGINT, signal.SIGTERM])
+# The run pauses at a chosen step until the signal has landed (a hook in the training callback,
+# set up by this launcher, then the real command line): the signal always arrives mid-run, at a
+# known step, so the test can never lose a race with the end of the run.
+PAUSED = """
+import sys, time
+from glassformer import train
+from glassformer.cli import main, training
+at, got = int(sys.argv[1]), []
+handle, call = train.StopSignals._handle, training._Progress.__call__
+def _handle(self, signum, frame):
+    got.append(signum)
+    handle(self, signum, frame)
+def _call(self, event):
+    call(self, event)
+    if event.kind == "step" and event.step == at:
+        print("paused at step", at, flush=True)
+        deadline = time.monotonic() + 60
+        while not got and time.monotonic() < deadline:
+            time.sleep(0.005)
+        print("signal", got[0] if got else None, flush=True)
+train.StopSignals._handle, training._Progress.__call__ = _handle, _call
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.parametrize(
+    "sig, at",
+    [(signal.SIGINT, 37), (signal.SIGTERM, 100), (signal.SIGINT, 211), (signal.SIGTERM, 299)],
+    ids=["SIGINT-37", "SIGTERM-100-an-eval-step", "SIGINT-211", "SIGTERM-299-the-last-but-one"],
+)
 def test_a_signal_keeps_the_work_and_resume_equals_an_uninterrupted_run(
-    sig, tmp_path, corpus, uninterrupted
+    sig, at, tmp_path, corpus, uninterrupted
 ):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "glassformer.cli", "train", "lm", "--out", str(out)]
+    argv = [sys.executable, "-c", PAUSED, str(at), "train", "lm", "--out", str(out)]
     argv += ["--data", str(corpus), *RUN, "--set", "max_steps=300"]
-    proc = subprocess.Popen(argv, stderr=subprocess.PIPE, text=True, env=ENV)
-    proc.stderr.readline()  # "training lm: ..." is printed just before the first step
-    time.sleep(random.uniform(0.05, 1.0))  # a random moment of the run
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=ENV)  # fmt: skip
+    assert proc.stdout.readline() == f"paused at step {at}\n"  # the run is mid-way, waiting
     proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-    if proc.returncode == 0:
-        pytest.skip("the run finished before the signal arrived")
+    rest, err = proc.communicate(timeout=120)
+    assert rest.splitlines()[0] == f"signal {int(sig)}", (rest, err)  # it landed in the run
     assert proc.returncode == 128 + sig, err
     assert "Traceback" not in err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("glassformer: interrupted at step") and "--resume" in last, err
-    step = int(last.split("step ")[1].split(";")[0])
-    assert _losses(out)[-1][0] == step
+    assert last.startswith(f"glassformer: interrupted at step {at};") and "--resume" in last, err
+    assert _losses(out)[-1][0] == at
     r = _cli("train", "lm", "--out", out, "--data", corpus, *RUN, "--resume")
     assert r.returncode == 0, r.stderr
     assert _losses(out) == uninterrupted  # float for float, dropout on
