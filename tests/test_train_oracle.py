@@ -34,7 +34,7 @@ from torch import nn  # noqa: E402
 from glassformer import data as D  # noqa: E402
 from glassformer import train as train_module  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.tasks import Task  # noqa: E402
+from glassformer.tasks import Task, batch_loss  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
 from glassformer.torch_model import Transformer  # noqa: E402
 from glassformer.train import TrainConfig, train  # noqa: E402
@@ -387,3 +387,35 @@ def test_oracle_sees_each_ingredient(change, runs):
         r = dataclasses.replace(_recipe(run["tcfg"]), **fields)
         diff = differences(run, oracle(run, r))
         assert max(diff.values()) > SEEN, (kind, change, diff)
+
+
+def test_translate_loss_counts_only_real_target_tokens():
+    """Validation loss (and tokens/s) weight each translate batch by its number of real target
+    tokens: len(target) + 1 (the EOS) for each pair of the batch, counted here from the pairs
+    themselves; the weighted mean of `batch_loss` over batches of different padding equals one
+    summed F.cross_entropy over every real token divided by their number."""
+    with float64():
+        cfg, _, task = _job("translate")
+        torch.manual_seed(0)
+        model = Transformer(cfg).eval()
+        source = task.train.source
+        total, count, weighted, weights = 0.0, 0, 0.0, 0
+        for _ in range(4):
+            batch = source.next()
+            real = sum(len(source.tgt[i]) + 1 for i in batch["index"])
+            loss, n = batch_loss(model, batch, "translate")
+            assert n == real
+            logits = model(
+                torch.as_tensor(batch["tgt_in"]),
+                valid=torch.as_tensor(batch["tgt_valid"]),
+                src_ids=torch.as_tensor(batch["src"]),
+                src_valid=torch.as_tensor(batch["src_valid"]),
+            )
+            labels = torch.as_tensor(batch["tgt_out"]).masked_fill(
+                ~torch.as_tensor(batch["tgt_valid"]), -100
+            )
+            ce = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="sum")
+            total, count = total + ce.item(), count + int((labels != -100).sum())
+            weighted, weights = weighted + loss.item() * n, weights + n
+        assert count == weights
+        assert abs(weighted / weights - total / count) < TOL
