@@ -419,3 +419,24 @@ def test_translate_loss_counts_only_real_target_tokens():
             weighted, weights = weighted + loss.item() * n, weights + n
         assert count == weights
         assert abs(weighted / weights - total / count) < TOL
+
+
+def test_xavier_draws_q_k_v_as_nn_multihead_attention_draws_its_fused_projection():
+    """init "xavier" draws Wq, Wk, Wv as torch's nn.MultiheadAttention draws its fused (3C, C)
+    in_proj_weight: uniform within the Glorot bound torch computes for that fused matrix (the
+    oracle: torch's own fan computation on a real nn.MultiheadAttention). Over all of the model's
+    Q/K/V matrices the largest |w| reaches that bound (within 2%) and never passes it."""
+    from glassformer.train import init_weights
+
+    cfg = Config(arch="encoder-decoder", vocab_size=30, **TINY)
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    init_weights(model, cfg, "xavier")
+    mha = nn.MultiheadAttention(cfg.d_model, cfg.n_heads)
+    fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(mha.in_proj_weight)
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    qkv = [
+        p for n, p in model.named_parameters() if n.endswith(("q.weight", "k.weight", "v.weight"))
+    ]
+    largest = max(float(p.detach().abs().max()) for p in qkv)
+    assert len(qkv) >= 9 and 0.98 * bound <= largest <= bound, (largest, bound)
