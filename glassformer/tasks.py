@@ -145,94 +145,112 @@ def prepare_task(
     (SentencePiece-style); vocab_size is its size (char: every character seen).
     Returns the config with vocab_size (and max_len for lm) fitted to the data.
     """
-    from glassformer import data as D
+    makers = {"lm": _lm_task, "translate": _translate_task, "classify": _classify_task}
+    if kind not in makers:
+        raise ConfigError(f"unknown task {kind!r}; choose lm, translate or classify")
+
+    def tokenizer_for(texts, default):
+        return tokenizer or _train_tokenizer(texts, tokenizer_kind or default, vocab_size)
+
+    cfg, task = makers[kind](cfg, tcfg, data, valid, tokenizer_for)
+    if cfg.vocab_size != task.tokenizer.vocab_size:
+        cfg = cfg.override(f"vocab_size={task.tokenizer.vocab_size}")
+    return cfg, task
+
+
+def _train_tokenizer(texts, kind: str, vocab_size: int):
     from glassformer import tokenizer as T
 
-    def make_tokenizer(texts, default):
-        kind_ = tokenizer_kind or default
-        if kind_ == "char":
-            return T.CharTokenizer.train(texts)
-        if kind_ == "word":
-            return T.WordTokenizer.train(texts, max_size=vocab_size)
-        if kind_ == "sp-bpe":
-            return T.MetaspaceBPETokenizer.train(texts, vocab_size=vocab_size)
-        return T.BPETokenizer.train(texts, vocab_size=vocab_size)
+    if kind == "char":
+        return T.CharTokenizer.train(texts)
+    if kind == "word":
+        return T.WordTokenizer.train(texts, max_size=vocab_size)
+    if kind == "sp-bpe":
+        return T.MetaspaceBPETokenizer.train(texts, vocab_size=vocab_size)
+    return T.BPETokenizer.train(texts, vocab_size=vocab_size)
 
-    if kind == "lm":
-        text = D.read_text(data)
-        train_text, valid_text = D.split_text(text, 0.9)
-        tok = tokenizer or make_tokenizer([text], "char")
-        train_ids = np.array(tok.encode(train_text), dtype=np.int64)
-        valid_ids = np.array(tok.encode(valid_text), dtype=np.int64)
-        if tcfg.block_size > cfg.max_len:
-            raise ConfigError(
-                f"block_size {tcfg.block_size} exceeds the model's max_len "
-                f"{cfg.max_len}; lower block_size or raise max_len"
-            )
-        task = Task(
-            "lm",
-            D.LMBatches(train_ids, tcfg.block_size, tcfg.batch_size, tcfg.seed),
-            D.LMBatches(valid_ids, tcfg.block_size, tcfg.batch_size, 0),
-            tok,
-            valid_ids=valid_ids,
+
+def _lm_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[Config, Task]:
+    from glassformer import data as D
+
+    text = D.read_text(data)
+    train_text, valid_text = D.split_text(text, 0.9)
+    tok = tokenizer_for([text], "char")
+    train_ids = np.array(tok.encode(train_text), dtype=np.int64)
+    valid_ids = np.array(tok.encode(valid_text), dtype=np.int64)
+    if tcfg.block_size > cfg.max_len:
+        raise ConfigError(
+            f"block_size {tcfg.block_size} exceeds the model's max_len "
+            f"{cfg.max_len}; lower block_size or raise max_len"
         )
-    elif kind == "translate":
-        pairs = D.read_pairs(data)
-        valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
-        tok = tokenizer or make_tokenizer([t for p in pairs for t in p], "sp-bpe")
-        L = cfg.max_len
-
-        def ids(side):
-            return [tok.encode(s)[:L] for s in side]
-
-        def tids(side):
-            return [tok.encode(s)[: L - 1] for s in side]
-
-        src, tgt = ids([s for s, _ in pairs]), tids([t for _, t in pairs])
-        vsrc, vtgt = ids([s for s, _ in valid_pairs]), tids([t for _, t in valid_pairs])
-        common = dict(
-            pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, max_tokens=tcfg.max_tokens
-        )
-        noise = {}  # other forms of the training pairs, shown at random (TrainConfig)
-        if tcfg.lowercase_prob or tcfg.no_end_prob:
-            forms, weights = D.pair_forms(pairs, tcfg.lowercase_prob, tcfg.no_end_prob)
-            alternates = [(ids([s for s, _ in f]), tids([t for _, t in f])) for f in forms]
-            noise = dict(alternates=alternates, weights=weights)
-        task = Task(
-            "translate",
-            D.PairBatches(src, tgt, seed=tcfg.seed, **common, **noise),
-            D.PairBatches(vsrc, vtgt, seed=0, shuffle=False, **common),
-            tok,
-            valid_pairs=valid_pairs,
-        )
-    elif kind == "classify":
-        pairs = D.read_pairs(data)
-        valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
-        train_ex, valid_ex = D.language_id(pairs), D.language_id(valid_pairs)
-        tok = tokenizer or make_tokenizer([s for s, _ in train_ex], "bpe")
-        L = cfg.max_len
-
-        def batches(ex, seed, shuffle):
-            return D.ClassBatches(
-                [tok.encode_for_model(s)[0][:L] or [tok.pad_id] for s, _ in ex],
-                [y for _, y in ex],
-                tok.pad_id,
-                tcfg.batch_size,
-                seed,
-                shuffle=shuffle,
-            )
-
-        task = Task(
-            "classify",
-            batches(train_ex, tcfg.seed, True),
-            batches(valid_ex, 0, False),
-            tok,
-            labels=list(D.LANGUAGES),
-        )
-        if not cfg.n_classes:
-            cfg = cfg.override("n_classes=2")
-    else:
-        raise ConfigError(f"unknown task {kind!r}; choose lm, translate or classify")
-    if cfg.vocab_size != tok.vocab_size:
-        cfg = cfg.override(f"vocab_size={tok.vocab_size}")
+    task = Task(
+        "lm",
+        D.LMBatches(train_ids, tcfg.block_size, tcfg.batch_size, tcfg.seed),
+        D.LMBatches(valid_ids, tcfg.block_size, tcfg.batch_size, 0),
+        tok,
+        valid_ids=valid_ids,
+    )
     return cfg, task
+
+
+def _translate_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[Config, Task]:
+    from glassformer import data as D
+
+    pairs = D.read_pairs(data)
+    valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
+    tok = tokenizer_for([t for p in pairs for t in p], "sp-bpe")
+    L = cfg.max_len
+
+    def ids(side):
+        return [tok.encode(s)[:L] for s in side]
+
+    def tids(side):
+        return [tok.encode(s)[: L - 1] for s in side]
+
+    src, tgt = ids([s for s, _ in pairs]), tids([t for _, t in pairs])
+    vsrc, vtgt = ids([s for s, _ in valid_pairs]), tids([t for _, t in valid_pairs])
+    common = dict(
+        pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, max_tokens=tcfg.max_tokens
+    )
+    noise = {}  # other forms of the training pairs, shown at random (TrainConfig)
+    if tcfg.lowercase_prob or tcfg.no_end_prob:
+        forms, weights = D.pair_forms(pairs, tcfg.lowercase_prob, tcfg.no_end_prob)
+        alternates = [(ids([s for s, _ in f]), tids([t for _, t in f])) for f in forms]
+        noise = dict(alternates=alternates, weights=weights)
+    task = Task(
+        "translate",
+        D.PairBatches(src, tgt, seed=tcfg.seed, **common, **noise),
+        D.PairBatches(vsrc, vtgt, seed=0, shuffle=False, **common),
+        tok,
+        valid_pairs=valid_pairs,
+    )
+    return cfg, task
+
+
+def _classify_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[Config, Task]:
+    from glassformer import data as D
+
+    pairs = D.read_pairs(data)
+    valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
+    train_ex, valid_ex = D.language_id(pairs), D.language_id(valid_pairs)
+    tok = tokenizer_for([s for s, _ in train_ex], "bpe")
+    L = cfg.max_len
+
+    def batches(ex, seed, shuffle):
+        return D.ClassBatches(
+            [tok.encode_for_model(s)[0][:L] or [tok.pad_id] for s, _ in ex],
+            [y for _, y in ex],
+            tok.pad_id,
+            tcfg.batch_size,
+            seed,
+            shuffle=shuffle,
+        )
+
+    task = Task(
+        "classify",
+        batches(train_ex, tcfg.seed, True),
+        batches(valid_ex, 0, False),
+        tok,
+        labels=list(D.LANGUAGES),
+    )
+    return (cfg if cfg.n_classes else cfg.override("n_classes=2")), task

@@ -37,6 +37,13 @@ from glassformer.tokenizer.display import display_kind, display_tokens
 
 
 def add_parsers(sub) -> None:
+    _add_config_and_init(sub)
+    _add_conversions(sub)
+    _add_encoder_uses(sub)
+
+
+def _add_config_and_init(sub) -> None:
+    """config and init: a config, and a checkpoint of random weights."""
     c = sub.add_parser(
         "config",
         help="print a preset's config as JSON",
@@ -70,6 +77,9 @@ def add_parsers(sub) -> None:
     overwrite_arg(i)
     i.set_defaults(func=cmd_init)
 
+
+def _add_conversions(sub) -> None:
+    """export, import-hf and export-hf: a model written in another form."""
     ex = sub.add_parser(
         "export",
         help="copy a checkpoint's model and tokenizer, e.g. to float16",
@@ -118,6 +128,9 @@ def add_parsers(sub) -> None:
     overwrite_arg(xh)
     xh.set_defaults(func=cmd_export_hf)
 
+
+def _add_encoder_uses(sub) -> None:
+    """embed and classify: what an encoder gives."""
     em = sub.add_parser(
         "embed",
         help="sentence embeddings from an encoder (e.g. all-MiniLM-L6-v2)",

@@ -143,47 +143,13 @@ def cmd_walkthrough(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    if args.find_nan:
-        shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from")
-        given = [f for f in shown if getattr(args, f) not in (None, [])]
-        if given:
-            flag = given[0].replace("_", "-")
-            raise GlassformerError(
-                f"--find-nan says only where the first NaN or infinity appears; --{flag} "
-                "does nothing with it: drop one of them"
-            )
-    if args.only == "":
-        raise GlassformerError("--only '' keeps every step; give part of a step name, e.g. A")
-    if args.patch_from is not None and not utf8(args.patch_from, "--patch-from").strip():
-        raise GlassformerError("--patch-from is empty: give the text of the clean run")
+    _check_explain_flags(args)
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     cfg, params, tok = load_model(args.checkpoint)
     _check_explain_options(args, cfg)
     ids = encode(tok, args.text, cfg)
-    gen, tokens = None, {}
-    n_prompt = 1 if cfg.arch == "encoder-decoder" else len(ids)  # what a generation starts from
-    if cfg.arch == "encoder-decoder":
-        if args.target is not None:
-            tgt = bos(tok) + encode(tok, args.target, cfg, room=1, what="--target")
-        else:
-            step = R.next_token_logits(params, cfg, ids)
-            gen = run_decoding(args, step, bos(tok), tok, cfg, params, ids)
-            tgt = gen.ids
-        tokens = {"encoder": ("the source text", ids), "decoder": ("the decoder's tokens", tgt)}
-        with tracing(labels={k: tok.tokens(x) for k, (_, x) in tokens.items()}) as trace:
-            out = R.forward(params, cfg, tgt, src_ids=ids)
-    elif cfg.arch == "decoder":
-        tokens = {"decoder": ("the text", ids)}
-        if args.max_new_tokens:
-            gen = run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg, params)
-            tokens["decoder"] = ("the text and what was generated", gen.ids)
-        with tracing(labels={"decoder": tok.tokens(tokens["decoder"][1])}) as trace:
-            out = R.forward(params, cfg, tokens["decoder"][1])
-    else:
-        tokens = {"encoder": ("the text", ids)}
-        with tracing(labels={"encoder": tok.tokens(ids)}) as trace:
-            out = R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
+    trace, out, tokens, gen, n_prompt = _traced_run(args, cfg, params, tok, ids)
     found = first_nonfinite(trace)
     if args.find_nan:
         if found:
@@ -196,18 +162,7 @@ def cmd_explain(args) -> int:
             f"the model's values are non-finite (NaN or inf): they first appear at {found[0]} "
             f"({found[1]}, reference engine); explain --find-nan names only that step"
         )
-    n_layers = (
-        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
-        if cfg.arch == "encoder-decoder"
-        else max(cfg.n_encoder_layers, cfg.n_decoder_layers)
-    )
-    meta = {
-        "checkpoint": args.checkpoint,
-        "input": args.text,
-        "model": f"{cfg.arch}, {n_layers} "
-        f"layers, d_model {cfg.d_model}, {cfg.n_heads} heads of {cfg.head_dim}, d_ff {cfg.d_ff}, "
-        f"vocabulary {cfg.vocab_size}, {cfg.norm}-LN, {cfg.positions} positions",
-    }
+    meta = {"checkpoint": args.checkpoint, "input": args.text, "model": _model_line(cfg)}
     told = {
         "tokens": {
             k: {"what": w, "ids": x, "pieces": tok.tokens(x)} for k, (w, x) in tokens.items()
@@ -243,6 +198,67 @@ def cmd_explain(args) -> int:
     data = {**told, **shown.to_dict(), "labels_readable": readable}
     _write_reports(_only(trace, args.only), args, layers, heads, data=data, text=text, html=html)
     return 0
+
+
+def _check_explain_flags(args) -> None:
+    """Options that contradict each other or say nothing, refused before the model is read."""
+    if args.find_nan:
+        shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from")
+        given = [f for f in shown if getattr(args, f) not in (None, [])]
+        if given:
+            flag = given[0].replace("_", "-")
+            raise GlassformerError(
+                f"--find-nan says only where the first NaN or infinity appears; --{flag} "
+                "does nothing with it: drop one of them"
+            )
+    if args.only == "":
+        raise GlassformerError("--only '' keeps every step; give part of a step name, e.g. A")
+    if args.patch_from is not None and not utf8(args.patch_from, "--patch-from").strip():
+        raise GlassformerError("--patch-from is empty: give the text of the clean run")
+
+
+def _traced_run(args, cfg, params, tok, ids):
+    """The reference engine's run on the text (and the decoding the options ask for), traced:
+    (trace, output, {stack: (what, ids)}, the generation or None, tokens a generation starts
+    from)."""
+    gen, tokens = None, {}
+    n_prompt = 1 if cfg.arch == "encoder-decoder" else len(ids)  # what a generation starts from
+    if cfg.arch == "encoder-decoder":
+        if args.target is not None:
+            tgt = bos(tok) + encode(tok, args.target, cfg, room=1, what="--target")
+        else:
+            step = R.next_token_logits(params, cfg, ids)
+            gen = run_decoding(args, step, bos(tok), tok, cfg, params, ids)
+            tgt = gen.ids
+        tokens = {"encoder": ("the source text", ids), "decoder": ("the decoder's tokens", tgt)}
+        with tracing(labels={k: tok.tokens(x) for k, (_, x) in tokens.items()}) as trace:
+            out = R.forward(params, cfg, tgt, src_ids=ids)
+    elif cfg.arch == "decoder":
+        tokens = {"decoder": ("the text", ids)}
+        if args.max_new_tokens:
+            gen = run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg, params)
+            tokens["decoder"] = ("the text and what was generated", gen.ids)
+        with tracing(labels={"decoder": tok.tokens(tokens["decoder"][1])}) as trace:
+            out = R.forward(params, cfg, tokens["decoder"][1])
+    else:
+        tokens = {"encoder": ("the text", ids)}
+        with tracing(labels={"encoder": tok.tokens(ids)}) as trace:
+            out = R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
+    return trace, out, tokens, gen, n_prompt
+
+
+def _model_line(cfg) -> str:
+    """The model in one line, for a report's header."""
+    n_layers = (
+        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
+        if cfg.arch == "encoder-decoder"
+        else max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+    )
+    return (
+        f"{cfg.arch}, {n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads of "
+        f"{cfg.head_dim}, d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size}, {cfg.norm}-LN, "
+        f"{cfg.positions} positions"
+    )
 
 
 def _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt) -> dict:
