@@ -235,7 +235,7 @@ def test_every_file_name_in_the_source_is_listed_or_never_read_from_a_folder():
 
 # Every function of glassformer/ that opens or parses a file. A folder reader opens only what
 # `files.member` (or a wrapper of it) returned; the others read no file of a given folder.
-CONTAINED = {"member", "inside", "_member", "_has", "_utf8", "_read_json"}
+CONTAINED = {"member", "_member", "_has", "_utf8", "_read_json"}
 FOLDER_READERS = {
     "checkpoint.py:restore": "training_state.pt",
     "cli/common.py:last_step": "log.csv",
@@ -277,7 +277,7 @@ NO_FOLDER_FILE = {
     "serve/app.py:create_app.action": "a request body",
     "serve/app.py:create_app.report": "a request body",
     "serve/app.py:create_app.trace": "a request body",
-    "tasks.py:prepare_task": "--data",
+    "tasks.py:_lm_task": "--data",
     "walkthrough/raschka_ch03.py:_raschka_data": "package data",
     "weights.py:available_memory": "/proc/meminfo",
 }
