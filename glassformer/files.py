@@ -262,14 +262,6 @@ def member(folder: str | Path, name: str | Path, *, required: bool = True) -> Pa
     return path
 
 
-def inside(folder: str | Path, path: str | Path) -> Path:
-    """`member` for a path already joined to its folder (`inside(out, out / name)`): `path`,
-    checked when something is there."""
-    folder, path = Path(folder), Path(path)
-    member(folder, path.relative_to(folder), required=False)
-    return path
-
-
 # Every kind of file a command reads from a folder it is given, each opened through `member`.
 # tests/test_readers_contained.py links each out of a real folder and calls its reader, and fails
 # when glassformer/ names a file, or gains a function that reads one, that is not accounted for.

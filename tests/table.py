@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -168,3 +171,27 @@ def check_case(case: Case, models: Path, tmp_path: Path, capsys) -> None:
         assert case.message in lines[0], lines[0]
     else:
         assert case.message in out + err
+
+
+# -- the command line in its own process ----------------------------------------------------------
+
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def run_cli(*argv, **kw) -> subprocess.CompletedProcess:
+    """`python -m glassformer.cli ARGV` in a new process (text output captured)."""
+    return subprocess.run(
+        [sys.executable, "-m", "glassformer.cli", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        **kw,
+    )
+
+
+def one_error_line(err: str) -> str:
+    """The one `glassformer: error:` line that a refusal prints (no traceback, nothing else)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("glassformer: error: "), err
+    assert "Traceback" not in err
+    return lines[0]

@@ -35,6 +35,7 @@ from table import (  # noqa: E402
     config_edit,
     copy_of,
     edit,
+    one_error_line,
     state_edit,
 )
 
@@ -175,22 +176,6 @@ add("lock", ["init", "{tmp}/out"], "wrote", code=0, setup=held("out.lock"))
 add("lock", ["init", "{tmp}/out.lock"], "wrote", code=0, setup=held("out"))
 
 
-def _cli(*argv, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "glassformer.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        **kw,
-    )
-
-
-def _one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("glassformer: error: "), err
-    return lines[0]
-
-
 TINY_RUN = ["--set", "d_model=16", "--set", "n_heads=2", "--set", "d_ff=32", "--set", "max_len=16",
             "--set", "block_size=16", "--set", "eval_interval=50", "--set", "eval_iters=1",
             "--set", "threads=1", "--quiet"]  # fmt: skip
@@ -213,7 +198,7 @@ def test_two_trainings_on_one_out_at_once(models, tmp_path):
     codes = sorted(p.returncode for p in procs)
     assert codes == [0, 2], errs  # without the lock both pass the empty-folder check: [0, 0]
     winner, loser = (0, 1) if procs[0].returncode == 0 else (1, 0)
-    line = _one_error_line(errs[loser])
+    line = one_error_line(errs[loser])
     assert f"process {procs[winner].pid} (glassformer train lm, since" in line, line
     assert "Traceback" not in errs[winner]
     cfg, params, _ = weights.load(out)  # the winner's checkpoint, whole
@@ -261,7 +246,7 @@ def test_writers_are_refused_while_a_training_runs_and_a_killed_ones_lock_is_tak
         capsys.readouterr()
         for w in writers:
             assert main(w) == 2, w
-            line = _one_error_line(capsys.readouterr().err)
+            line = one_error_line(capsys.readouterr().err)
             assert f"process {proc.pid} (glassformer train lm, since" in line, line
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from table import one_error_line, run_cli
 
 from glassformer import files, weights
 from glassformer.cli import main
@@ -28,23 +29,6 @@ from glassformer.errors import GlassformerError
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-
-
-def _cli(*argv, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "glassformer.cli", *map(str, argv)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        **kw,
-    )
-
-
-def _one_error_line(err: str) -> str:
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("glassformer: error: "), err
-    assert "Traceback" not in err
-    return lines[0]
 
 
 def _digest(folder: Path) -> dict:
@@ -93,7 +77,7 @@ def test_a_full_disk_leaves_the_old_report_intact(small_disk, hello, capsys):
     report.write_text("the old report")
     fill(4096)  # the new page (~100 KB) cannot fit
     code = main(["explain", str(hello), "hello", "--html", str(report), "--overwrite"])
-    line = _one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "No space left" in line
     assert report.read_text() == "the old report"
     assert [p.name for p in mnt.iterdir()] == sorted(["filler", "r.html"]) or set(
@@ -124,7 +108,7 @@ def test_a_full_disk_is_one_line_and_leaves_nothing_behind(small_disk, hello, ca
     capsys.readouterr()  # what transformers printed while saving the folder is not ours
     before = {p.name for p in mnt.iterdir()}
     code = main([a.format(hello=hello, mnt=mnt, gpt2=gpt2) for a in argv])
-    line = _one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
     assert code == 2 and "No space left" in line, line
     assert {p.name for p in mnt.iterdir()} == before  # no partial output, no temporaries
 
@@ -146,7 +130,7 @@ def test_a_read_only_place_is_found_before_any_work(tmp_path, hello, capsys):
         for argv in cases:
             t0 = time.perf_counter()
             code = main(argv)
-            line = _one_error_line(capsys.readouterr().err)
+            line = one_error_line(capsys.readouterr().err)
             assert code == 2 and "Read-only file system" in line, line
             assert time.perf_counter() - t0 < 30  # refused up front, not after training
         assert list(ro.iterdir()) == []
@@ -203,7 +187,7 @@ def _losses(out: Path) -> list[tuple[int, float]]:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, corpus):
     out = tmp_path_factory.mktemp("full") / "run"
-    r = _cli("train", "lm", "--out", out, "--data", corpus, *RUN, "--set", "max_steps=300")
+    r = run_cli("train", "lm", "--out", out, "--data", corpus, *RUN, "--set", "max_steps=300")
     assert r.returncode == 0, r.stderr
     return _losses(out)
 
@@ -255,7 +239,7 @@ def test_a_signal_keeps_the_work_and_resume_equals_an_uninterrupted_run(
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"glassformer: interrupted at step {at};") and "--resume" in last, err
     assert _losses(out)[-1][0] == at
-    r = _cli("train", "lm", "--out", out, "--data", corpus, *RUN, "--resume")
+    r = run_cli("train", "lm", "--out", out, "--data", corpus, *RUN, "--resume")
     assert r.returncode == 0, r.stderr
     assert _losses(out) == uninterrupted  # float for float, dropout on
 
