@@ -13,6 +13,9 @@ with hold_during_imports():  # a Ctrl-C here ends the import when it is done, in
     from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
 
 __all__ = [
+    "load",
+    "Model",
+    "Decoding",
     "Config",
     "PRESETS",
     "preset",
@@ -22,3 +25,12 @@ __all__ = [
     "TokenizerError",
 ]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    """`glassformer.load`, `Model` and `Decoding` (`glassformer.model`), imported on first use."""
+    if name in ("load", "Model", "Decoding"):
+        from glassformer import model
+
+        return getattr(model, name)
+    raise AttributeError(f"module 'glassformer' has no attribute {name!r}")

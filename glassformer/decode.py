@@ -4,6 +4,9 @@ A step function maps the token ids so far to the logits of the next token (V,). 
 (seed 002): start from SOS or a prompt, append the argmax token, stop at EOS or at the length
 limit. Sampling (temperature, top-k, top-p, seeded) and beam search use the same step function;
 each records what it did at every step so that a generation can be explained afterwards.
+
+`softmax` here is the package's one softmax: the reference engine's `softmax` is this one (plus
+the article's naive form), since decoding may import no engine and the engine may import this.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 import numbers
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -115,10 +119,26 @@ class Generation:
         return self.ids[self.n_prompt :]
 
 
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    z = np.asarray(logits, dtype=np.float64)
-    e = np.exp(z - z.max())
-    return e / e.sum()
+def softmax(x: np.ndarray, axis: int = -1, temperature: float = 1.0) -> np.ndarray:
+    """softmax(x / T)_i = exp(x_i / T) / Σ_j exp(x_j / T) along `axis`: the one softmax of the
+    package (the reference engine's, the decoders', the explorer's).
+
+    Computed as exp((x_i - max x) / T) / Σ_j exp((x_j - max x) / T): the same numbers, but the
+    shifted values are <= 0, so that no exp and no finite temperature overflows (a tiny T sends
+    every value below the maximum to 0, as the limit T -> 0 does). A row that is entirely -inf
+    (every position masked) gives zeros, not NaN (DESIGN.md)."""
+    x = np.asarray(x, dtype=np.float64)
+    m = np.max(x, axis=axis, keepdims=True)
+    shifted = x - np.where(np.isfinite(m), m, 0.0)  # <= 0, the largest at 0
+    if temperature != 1.0:
+        with np.errstate(over="ignore", under="ignore"):  # a tiny T: -inf below the max
+            shifted /= temperature
+    e = np.exp(shifted)
+    s = e.sum(axis=axis, keepdims=True)
+    if np.all(s > 0):  # the usual case: divide in place, no second array
+        e /= s
+        return e
+    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
@@ -140,7 +160,7 @@ def greedy(
     for _ in range(max_new_tokens):
         if max_len is not None and len(out.ids) >= max_len:
             break
-        probs = _softmax(_logits(step, out.ids))
+        probs = softmax(_logits(step, out.ids))
         token = int(np.argmax(probs))
         out.ids.append(token)
         out.chosen_probs.append(float(probs[token]))
@@ -160,16 +180,12 @@ def filter_probs(
     """The sampling distribution: softmax(logits / temperature), then keep the top_k most likely
     tokens, then the smallest set whose probability reaches top_p; renormalised.
 
-    Computed as exp((z - max z) / T) / Σ: the same numbers, but the shifted logits are <= 0, so
-    that no finite temperature overflows: a tiny T (1e-300) sends every token below the maximum
-    to probability 0, as the limit T -> 0 does (the most likely tokens share it if tied)."""
+    Temperature must be a finite number > 0 (`check_sampling`); a tiny one (1e-300) sends every
+    token below the maximum to probability 0, as the limit T -> 0 does (the most likely tokens
+    share it if tied): `softmax` shifts by the maximum before it divides by T."""
     check_sampling(temperature, top_k, top_p)
-    z = np.asarray(logits, dtype=np.float64)
-    shifted = z - z.max()  # (V,) <= 0, the most likely at 0
-    with np.errstate(over="ignore", under="ignore"):  # a tiny T: -inf below the max
-        scaled = shifted / temperature  # (V,)
-    probs = np.exp(scaled)
-    probs /= probs.sum()
+    z = np.asarray(logits, dtype=np.float64)  # (V,)
+    probs = softmax(z, temperature=temperature)  # (V,)
     order = np.argsort(-probs, kind="stable")  # most likely first
     keep = np.ones(len(z), dtype=bool)
     if top_k is not None:
@@ -180,6 +196,25 @@ def filter_probs(
         keep[order[n:]] = False
     probs = np.where(keep, probs, 0.0)
     return probs / probs.sum()
+
+
+class Draw(NamedTuple):
+    """One sampling draw: the token, the uniform number u in [0, 1) it came from, and the
+    cumulative distribution (V,) that u fell in (vocabulary order, renormalised to end at 1)."""
+
+    token: int
+    u: float
+    cdf: np.ndarray
+
+
+def draw(probs: np.ndarray, rng: np.random.Generator) -> Draw:
+    """One token drawn from `probs` (V,): u = rng.random(), and the token is the first whose
+    cumulative probability exceeds u. That is what `rng.choice(len(probs), p=probs)` does, step
+    for step, so a seed gives the same tokens either way (a test holds the two together)."""
+    cdf = np.cumsum(np.asarray(probs, dtype=np.float64))  # (V,)
+    cdf /= cdf[-1]
+    u = float(rng.random())
+    return Draw(int(np.searchsorted(cdf, u, side="right")), u, cdf)
 
 
 def sample(
@@ -193,7 +228,8 @@ def sample(
     top_p: float | None = None,
     seed: int | None = None,
 ) -> Generation:
-    """Draw each next token from `filter_probs(...)`; the same seed gives the same tokens."""
+    """Draw each next token (`draw`) from `filter_probs(...)`; the same seed gives the same
+    tokens."""
     prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
     check_sampling(temperature, top_k, top_p, seed)
     rng = np.random.default_rng(seed)
@@ -203,10 +239,10 @@ def sample(
             break
         logits = _logits(step, out.ids)
         probs = filter_probs(logits, temperature, top_k, top_p)
-        token = int(rng.choice(len(probs), p=probs))
+        token = draw(probs, rng).token
         out.ids.append(token)
         out.chosen_probs.append(float(probs[token]))
-        out.distributions.append(_softmax(logits))
+        out.distributions.append(softmax(logits))
         out.kept.append(np.flatnonzero(probs))
         if token == eos_id:
             out.stopped_at_eos = True
@@ -381,3 +417,106 @@ def beam_search(
         tops = [top_tokens(logp, width) for logp in logps]
         beam.advance(tops, [logp[t] for logp, t in zip(logps, tops, strict=True)])
     return beam.result()
+
+
+# -- the options of a generation, as a user gives them ----------------------------------------
+
+SAMPLING_OPTIONS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": None}
+BEAM_OPTIONS = {"beam_width": 4, "length_penalty": 1.0}
+STRATEGY_RULE = (
+    "A sampling option (--temperature, --top-k, --top-p, --seed) without --strategy means "
+    "--strategy sample, a beam option (--beam-width, --length-penalty) --strategy beam, and the "
+    "command says so in a note; an option of another strategy than the one given is refused."
+)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How to generate: the strategy, its options, and the bound on new tokens (None: the
+    model's max_len). `Decoding.settle(...)` makes one from what a user gave."""
+
+    strategy: str = "greedy"
+    max_new_tokens: int | None = None
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    beam_width: int = 4
+    length_penalty: float = 1.0
+    implied: str | None = None  # the note saying a strategy the options implied (`settle`)
+
+    @classmethod
+    def settle(cls, strategy: str | None = None, max_new_tokens=None, **given) -> Decoding:
+        """The strategy by STRATEGY_RULE from the options given (None: not given), defaults
+        filled in, `implied` saying a strategy the options implied; an option that would do
+        nothing is one clear error. Nothing is checked against a model here (`Model.decoded`
+        does: the beam within the vocabulary)."""
+        unknown = set(given) - set(SAMPLING_OPTIONS) - set(BEAM_OPTIONS)
+        if unknown:
+            raise InputError(f"unknown decoding option {sorted(unknown)[0]!r}")
+        sampling = [n for n in SAMPLING_OPTIONS if given.get(n) is not None]
+        beam = [n for n in BEAM_OPTIONS if given.get(n) is not None]
+        implied = None
+        if strategy is None:
+            if sampling and beam:
+                raise InputError(
+                    f"{_flag(sampling[0])} is a sampling option and {_flag(beam[0])} a beam "
+                    "search option; choose one --strategy"
+                )
+            strategy = "sample" if sampling else "beam" if beam else "greedy"
+            if sampling or beam:
+                used = " and ".join(_flag(n) for n in sampling or beam)
+                implied = f"{used} given: decoding with --strategy {strategy}"
+        if strategy not in ("greedy", "sample", "beam"):
+            raise InputError(f"unknown strategy {strategy!r}; use greedy, sample or beam")
+        for kind, options in (("sample", sampling), ("beam", beam)):
+            if options and strategy != kind:
+                raise InputError(
+                    f"{_flag(options[0])} does nothing with --strategy {strategy}; drop it, or "
+                    f"use --strategy {kind}"
+                )
+        filled = {n: given[n] if given.get(n) is not None else d for n, d in _DEFAULTS.items()}
+        return cls(strategy, max_new_tokens, **filled, implied=implied)
+
+
+_DEFAULTS = SAMPLING_OPTIONS | BEAM_OPTIONS
+
+
+def stop_reason(result, n_prompt: int, decoding: Decoding, cfg) -> str:
+    """Why a generation ended, in words: EOS, the max_new_tokens bound, or the decoder's
+    max_len (the longest sequence it has positions for)."""
+    best = getattr(result, "best", None)  # a BeamResult's best hypothesis
+    eos = best.finished if best is not None else result.stopped_at_eos
+    n_new = len(result.ids) - n_prompt
+    max_new = decoding.max_new_tokens or cfg.max_len
+    if eos:
+        return f"stopped at EOS after {n_new} new token{'s' * (n_new != 1)}"
+    if n_new >= max_new:
+        if decoding.max_new_tokens is None:
+            return f"stopped after {n_new} new tokens (--max-new-tokens, default max_len)"
+        return f"stopped after --max-new-tokens {max_new}"
+    return (
+        f"stopped at the decoder's max_len {cfg.max_len}: it has no position for token "
+        f"{cfg.max_len + 1}"
+    )
+
+
+def context_slid(n_prompt: int, n_new: int, asked: int | None, cfg) -> str:
+    """What happened when a decoder's sequence outgrew its max_len: the text itself was longer,
+    or the prompt plus what was generated, with what to do to stay within the context."""
+    L = cfg.max_len
+    slid = f"each token after token {L} was predicted from the last {L} only (a sliding window)"
+    if n_prompt > L:
+        return (
+            f"the text has {n_prompt} tokens, more than the model's context (max_len {L}): " + slid
+        )
+    flag = f"--max-new-tokens {asked}" if asked is not None else "the default --max-new-tokens"
+    return (
+        f"the prompt ({n_prompt} tokens) + {n_new} new tokens ({flag}) is more than the model's "
+        f"context (max_len {L}): {slid}; give --max-new-tokens {L - n_prompt} or less to stay "
+        "within it"
+    )

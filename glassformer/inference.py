@@ -448,7 +448,7 @@ def beam_batch(
             # A sentence's rows share its encoder output and cross-attention keys and values:
             # those move only when the sentence of some row changes.
             rows = [i for i in live for _ in beams[i].alive]
-            _select_rows(cache, torch.tensor(index, device=device), cross=rows != layout)
+            cache.select_rows(torch.tensor(index, device=device), cross=rows != layout)
             layout = rows
             last = [h.ids[-1] for i in live for h in beams[i].alive]
             new = torch.tensor(last, dtype=torch.long, device=device)[:, None]
@@ -498,18 +498,6 @@ def _topk_blocks(x, k: int, block: int = 64):
     cand = blocks.gather(1, chosen[..., None].expand(n, k, block)).view(n, k * block)
     values, pos = cand.topk(k, dim=-1)  # (n, k)
     return values, chosen.gather(1, pos // block) * block + pos % block
-
-
-def _select_rows(cache, index, cross: bool = True) -> None:
-    """Keep (and repeat) the cache rows `index`, in that order, in every cached tensor (cross
-    False: in the self-attention ones only; the encoder's rows stay as they are)."""
-    lists = ("self_k", "self_v") + (("cross_k", "cross_v") if cross else ())
-    for name in lists:
-        setattr(cache, name, [t.index_select(0, index) for t in getattr(cache, name)])
-    for name in ("self_valid", "pad_left") + (("memory", "memory_valid") if cross else ()):
-        t = getattr(cache, name)
-        if t is not None:
-            setattr(cache, name, t.index_select(0, index))
 
 
 def embed(

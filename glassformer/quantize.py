@@ -1,8 +1,9 @@
 """int8 inference on the CPU: the PyTorch engine with its linear layers in int8.
 
-`int8(model)` turns a float32 `torch_model.Transformer` into one whose every `nn.Linear` (Wq, Wk,
-Wv, W_O, W1, W2, an untied output head, a classifier) is an `Int8Linear`, and whose tied output
-head (the token embedding used as the output projection) gets an int8 copy of its own. This is
+`int8(model)` turns a float32 `torch_model.Transformer` into its int8 form: every `nn.Linear` (Wq,
+Wk, Wv, W_O, W1, W2, an untied output head, a classifier) becomes an `Int8Linear` in the slot
+the model declares for it, and a tied output head (the token embedding used as the output
+projection) gets an int8 copy of its own in `Transformer.output_head`. This is
 PyTorch's dynamic quantization, with PyTorch's own kernel (`quantized::linear_dynamic`, the one
 behind `torch.ao.quantization.quantize_dynamic`): weights are stored as int8, one scale per output
 row (symmetric, scale = max|row| / 127.5); each call quantizes its input to uint8 (one scale and
@@ -29,6 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from glassformer.errors import GlassformerError
+from glassformer.torch_model import Transformer
 
 # Symmetric int8 over [-128, 127]: the per-channel scale torch's PerChannelMinMaxObserver
 # (qint8, per_channel_symmetric) computes, so that `int8` equals torch's own quantize_dynamic.
@@ -122,23 +124,23 @@ def check_int8(device: str = "cpu") -> None:
         )
 
 
-def int8(model: nn.Module) -> nn.Module:
-    """The same model with its linear layers in int8 (see the module docstring), for inference.
+def int8(model: Transformer) -> Transformer:
+    """The int8 form of the model (see the module docstring), for inference.
 
-    model: a float32 Transformer on the CPU, changed in place and returned (in eval mode). The
-    output projection goes to `model.int8_head`, which `Transformer.forward` uses when present."""
+    model: a float32 Transformer on the CPU, in PyTorch's own layout (not `inference_layout`'s),
+    changed in place and returned (in eval mode). Only slots the model declares are set: each
+    linear layer's own attribute, and `output_head` for a tied head (which `Transformer.forward`
+    then computes the logits with)."""
     param = next(model.parameters())
     check_int8(param.device)
     if param.dtype != torch.float32:
         raise GlassformerError(f"int8 quantization starts from float32 weights, not {param.dtype}")
-    cfg = getattr(model, "cfg", None)
-    if cfg is not None and cfg.has_decoder and cfg.tie_embeddings:
+    cfg = model.cfg
+    if cfg.has_decoder and cfg.tie_embeddings:
         b = model.lm_head.bias if cfg.lm_bias else None
-        model.int8_head = Int8Linear(model.decoder.tok_embed.weight, b)
+        model.output_head = Int8Linear(model.decoder.tok_embed.weight, b)
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
-            if isinstance(child, nn.Linear):
+            if isinstance(child, nn.Linear):  # an untied lm_head too: forward calls it
                 setattr(parent, name, Int8Linear(child.weight, child.bias))
-    if cfg is not None and cfg.has_decoder and not cfg.tie_embeddings:
-        model.int8_head = model.lm_head  # an untied head is a Linear, quantized above
     return model.eval()

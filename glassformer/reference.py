@@ -21,6 +21,7 @@ import numpy as np
 
 from glassformer import inputs
 from glassformer.config import Config
+from glassformer.decode import softmax as stable_softmax
 from glassformer.errors import InputError
 from glassformer.trace import scope, tap
 
@@ -33,22 +34,17 @@ def softmax(x: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
     """softmax(x)_i = exp(x_i) / Σ_j exp(x_j), row by row.
 
     The stable form subtracts the row max first (same result, no overflow); a row that is entirely
-    -inf (every position masked) gives zeros, not NaN. `naive=True` is the Random Transformer's
-    exp(x) / Σ exp(x), which overflows to NaN for large scores: kept to show why.
+    -inf (every position masked) gives zeros, not NaN. It is `decode.softmax`, the package's one
+    softmax (decoding may import no engine, so the definition lives there). `naive=True` is the
+    Random Transformer's exp(x) / Σ exp(x), which overflows to NaN for large scores: kept to show
+    why.
     """
-    x = np.asarray(x, dtype=np.float64)
-    if naive:  # its overflow (inf / inf = NaN) is the lesson, not a fault to warn about
-        with np.errstate(over="ignore", invalid="ignore"):
-            e = np.exp(x)
-            return e / e.sum(axis=axis, keepdims=True)
-    m = np.max(x, axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    e = np.exp(x - m)
-    s = e.sum(axis=axis, keepdims=True)
-    if np.all(s > 0):  # the usual case: divide in place, no second array
-        e /= s
-        return e
-    return np.divide(e, s, out=np.zeros_like(e), where=s > 0)
+    if not naive:
+        return stable_softmax(x, axis)
+    # the naive form's overflow (inf / inf = NaN) is the lesson, not a fault to warn about
+    with np.errstate(over="ignore", invalid="ignore"):
+        e = np.exp(np.asarray(x, dtype=np.float64))
+        return e / e.sum(axis=axis, keepdims=True)
 
 
 def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> np.ndarray:

@@ -4,15 +4,18 @@
 names and shapes are exactly `weights.spec(cfg)`, so either engine loads the other's checkpoints.
 Tensors are batched `(B, T, C)` and any float dtype works (float64 for parity with the reference
 engine, float32 or bf16 for speed). Attention runs through `F.scaled_dot_product_attention`
-unless a trace is active or `explicit` is set, in which case the explicit
-softmax(QKᵀ/√D)·V path runs and records Q, K, V, scores, A and C per head under the reference
-engine's names (for the first sequence of the batch); inside `trace.intervene` the same path
-runs and each tap's returned (possibly replaced, batched) tensor is the one computed on.
+unless a trace is active or `explicit` is set: then the explicit softmax(QKᵀ/√D)·V path runs and
+records Q, K, V, scores, A and C per head under the reference engine's names (for the first
+sequence of the batch); inside `trace.intervene` each tap's returned tensor is computed on.
+
+Its forms, all declared here: training, `Transformer(cfg, dropout=p)` (weights drawn once, by
+`init_weights`); inference, `inference_layout(model)` (the weights laid out for speed, Q/K/V fused
+in `MultiHeadAttention.qkv_t`); int8, `quantize.int8(model)` (`Int8Linear` in the linear slots
+and, for a tied head, in `Transformer.output_head`).
 
 Deliberately not here: decoding loops (`decode.py`; the step functions that bind this engine to
 them, `torch_steps.py`; batched greedy translation in `inference.py`), checkpoint files
-(`weights.py`), training.
-This module never imports the reference engine; their contract is the parity test.
+(`weights.py`), training. It never imports the reference engine; their contract is the parity test.
 
 Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim
         F d_ff  V vocab.  Masks: True = may attend.
@@ -21,6 +24,8 @@ Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D h
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
 import math
 from dataclasses import dataclass, field
 
@@ -28,10 +33,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from glassformer import inputs
+from glassformer import inputs, weights
 from glassformer.config import Config
 from glassformer.trace import scope, tap
 from glassformer.trace import watching as _watching
+from glassformer.weights import InitScheme
 
 # -- tracing helpers: free when no trace or intervention is active ------------------------------
 
@@ -55,11 +61,8 @@ def _tap(name: str, x: Tensor) -> Tensor:
 
 @dataclass
 class KVCache:
-    """Keys and values kept between decoding steps.
-
-    Self-attention keys/values grow by the new tokens at every step; cross-attention keys/values
-    are computed once from the encoder output (`memory`) and reused.
-    """
+    """Keys and values kept between decoding steps: self-attention's grow by the new tokens at
+    every step; cross-attention's are computed once from the encoder output (`memory`), reused."""
 
     self_k: list[Tensor | None] = field(default_factory=list)
     self_v: list[Tensor | None] = field(default_factory=list)
@@ -74,6 +77,25 @@ class KVCache:
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
         return cls(*([None] * n_layers for _ in range(4)))
+
+    def copy(self) -> KVCache:
+        """A cache that can grow independently: its own per-layer lists, the tensors shared."""
+        k, v, ck, cv = (list(x) for x in (self.self_k, self.self_v, self.cross_k, self.cross_v))
+        return dataclasses.replace(self, self_k=k, self_v=v, cross_k=ck, cross_v=cv)
+
+    def select_rows(self, index: Tensor, cross: bool = True) -> None:
+        """Keep (and repeat) the rows `index`, in that order, of every cached tensor, in place;
+        cross False: of the self-attention ones only (the encoder's rows stay as they are)."""
+
+        def rows(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.index_select(0, index)
+
+        self.self_k, self.self_v = [rows(t) for t in self.self_k], [rows(t) for t in self.self_v]
+        self.self_valid, self.pad_left = rows(self.self_valid), rows(self.pad_left)
+        if cross:
+            self.cross_k = [rows(t) for t in self.cross_k]
+            self.cross_v = [rows(t) for t in self.cross_v]
+            self.memory, self.memory_valid = rows(self.memory), rows(self.memory_valid)
 
 
 # -- building blocks ----------------------------------------------------------------------------
@@ -111,6 +133,8 @@ class MultiHeadAttention(nn.Module):
         self.o = nn.Linear(HD, C, bias=cfg.bias)
         self.dropout = dropout
         self.explicit = False  # force the explicit path (it is also used whenever tracing)
+        self.qkv_t: Tensor | None = None  # the inference form's [Wq; Wk; Wv] (C, 3*H*D) ...
+        self.qkv_b: Tensor | None = None  # ... and its bias, both set by `inference_layout`
 
     def _heads(self, x: Tensor) -> Tensor:
         B, T, _ = x.shape
@@ -125,7 +149,7 @@ class MultiHeadAttention(nn.Module):
             W = torch.cat([self.q.weight, self.k.weight, self.v.weight])  # (3*H*D, C)
             b = None if self.q.bias is None else torch.cat([self.q.bias, self.k.bias, self.v.bias])
             qkv = F.linear(x, W, b)  # (B, T, 3*H*D)
-        elif getattr(self, "qkv_t", None) is not None:
+        elif self.qkv_t is not None:
             qkv = F.linear(x, self.qkv_t.t(), self.qkv_b)  # (B, T, 3*H*D)
         else:
             return self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
@@ -160,8 +184,7 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache_kv
         out = self._attend(q, k, v, mask, causal)  # (B, H, T, D)
         B, _, T, _ = out.shape
-        concat = out.transpose(1, 2).reshape(B, T, self.H * self.D)  # (B, T, H*D)
-        concat = _tap("concat", concat)
+        concat = _tap("concat", out.transpose(1, 2).reshape(B, T, self.H * self.D))  # (B, T, H*D)
         return _tap("Z", self.o(concat)), k, v
 
     def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool):
@@ -200,13 +223,11 @@ class MultiHeadAttention(nn.Module):
         under the reference engine's names, computing on with what each tap returns."""
         if not _watching():
             return self._softmax_v(q, k, v, mask, p, empty_rows)
-        heads, B = [], len(q)
+        full = [None if t is None else t.expand(len(q), self.H, -1, -1) for t in (mask, empty_rows)]
+        heads = []
         for h in range(self.H):
             with scope(f"head{h}"):
-                m, e = (
-                    None if t is None else t.expand(B, self.H, -1, -1)[:, h]
-                    for t in (mask, empty_rows)
-                )
+                m, e = (None if t is None else t[:, h] for t in full)
                 heads.append(self._softmax_v(q[:, h], k[:, h], v[:, h], m, p, e, _tap))
         return torch.stack(heads, dim=1)  # (B, H, T, D)
 
@@ -221,8 +242,7 @@ class MultiHeadAttention(nn.Module):
         A = torch.softmax(scaled, dim=-1)  # (..., T, S)
         if empty_rows is not None:
             A = A.masked_fill(empty_rows, 0.0)
-        if p:
-            A = F.dropout(A, p)
+        A = F.dropout(A, p) if p else A
         return tap_fn("C", tap_fn("A", A) @ v)  # (..., T, D)
 
 
@@ -233,13 +253,8 @@ class FeedForward(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
         self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        acts = {
-            "relu": nn.ReLU,
-            "gelu": nn.GELU,
-            "gelu_tanh": lambda: nn.GELU("tanh"),
-            "silu": nn.SiLU,
-        }
-        self.act = acts[cfg.activation]()
+        acts = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
+        self.act = nn.GELU("tanh") if cfg.activation == "gelu_tanh" else acts[cfg.activation]()
         self.drop = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -258,19 +273,23 @@ class Block(nn.Module):
         self.self_attn = MultiHeadAttention(cfg, dropout)
         self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.cross_attn = MultiHeadAttention(cfg, dropout) if cross else None
-        if cross:
-            self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cross else None
         self.ffn = FeedForward(cfg, dropout)
-        setattr(self, f"norm{3 if cross else 2}", nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps))
-        self.ffn_norm = f"norm{3 if cross else 2}"
+        ffn_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)  # registered after ffn (spec order)
+        self.norm2, self.norm3 = (self.norm2, ffn_norm) if cross else (ffn_norm, None)
         self.drop = nn.Dropout(dropout)
 
-    def _sublayer(self, k: int, x: Tensor, norm: nn.LayerNorm, f) -> Tensor:
+    def _sublayer(self, k: int, x: Tensor, norm: nn.LayerNorm, name: str, f) -> Tensor:
+        """Sublayer k, f traced as `name`: pre-LN x + f(LN(x)), post-LN LN(x + f(x))."""
         if self.pre:
             with _scope(f"norm{k}"):
                 h = _tap("out", norm(x))
-            return _tap(f"add{k}", x + self.drop(f(h)))
-        y = _tap(f"add{k}", x + self.drop(f(x)))
+            with _scope(name):
+                z = f(h)
+            return _tap(f"add{k}", x + self.drop(z))
+        with _scope(name):
+            z = f(x)
+        y = _tap(f"add{k}", x + self.drop(z))
         with _scope(f"norm{k}"):
             return _tap("out", norm(y))
 
@@ -285,35 +304,28 @@ class Block(nn.Module):
         layer: int = 0,
     ) -> Tensor:
         def self_attn(h):
-            with _scope("self_attn"):
-                past = None
-                if cache is not None and cache.self_k[layer] is not None:
-                    past = (cache.self_k[layer], cache.self_v[layer])
-                z, k, v = self.self_attn(h, h, mask, causal, past=past)
-                if cache is not None:
-                    cache.self_k[layer], cache.self_v[layer] = k, v
-                return z
+            past = None
+            if cache is not None and cache.self_k[layer] is not None:
+                past = (cache.self_k[layer], cache.self_v[layer])
+            z, k, v = self.self_attn(h, h, mask, causal, past=past)
+            if cache is not None:
+                cache.self_k[layer], cache.self_v[layer] = k, v
+            return z
 
         def cross_attn(h):
-            with _scope("cross_attn"):
-                reuse = None
-                if cache is not None and cache.cross_k[layer] is not None:
-                    reuse = (cache.cross_k[layer], cache.cross_v[layer])
-                z, k, v = self.cross_attn(h, memory, memory_mask, cache_kv=reuse)
-                if cache is not None:
-                    cache.cross_k[layer], cache.cross_v[layer] = k, v
-                return z
+            reuse = None
+            if cache is not None and cache.cross_k[layer] is not None:
+                reuse = (cache.cross_k[layer], cache.cross_v[layer])
+            z, k, v = self.cross_attn(h, memory, memory_mask, cache_kv=reuse)
+            if cache is not None:
+                cache.cross_k[layer], cache.cross_v[layer] = k, v
+            return z
 
-        def ffn(h):
-            with _scope("ffn"):
-                return self.ffn(h)
-
-        x = self._sublayer(1, x, self.norm1, self_attn)
-        k = 2
-        if self.cross_attn is not None:
-            x = self._sublayer(2, x, self.norm2, cross_attn)
-            k = 3
-        return _tap("out", self._sublayer(k, x, getattr(self, self.ffn_norm), ffn))
+        x = self._sublayer(1, x, self.norm1, "self_attn", self_attn)
+        if self.cross_attn is None:
+            return _tap("out", self._sublayer(2, x, self.norm2, "ffn", self.ffn))
+        x = self._sublayer(2, x, self.norm2, "cross_attn", cross_attn)
+        return _tap("out", self._sublayer(3, x, self.norm3, "ffn", self.ffn))
 
 
 class Stack(nn.Module):
@@ -325,18 +337,17 @@ class Stack(nn.Module):
         super().__init__()
         self.positions = cfg.positions
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
-        if own_embed:  # else forward() is given the shared table (Config.share_embeddings)
-            self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        if cfg.positions == "learned":
-            self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model)
-        elif cfg.positions != "none":
+        # tok_embed None: forward() is given the shared table (Config.share_embeddings)
+        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model) if own_embed else None
+        learned = cfg.positions == "learned"
+        self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model) if learned else None
+        if cfg.positions not in ("learned", "none"):
             split = cfg.positions == "sinusoidal_split"
             pe = sinusoidal_table(cfg.max_len, cfg.d_model, split=split)
             self.register_buffer("pe", pe, persistent=False)
-        if cfg.type_vocab_size:
-            self.type_embed = nn.Embedding(cfg.type_vocab_size, cfg.d_model)
-        if cfg.embed_norm:
-            self.embed_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        types, norm = cfg.type_vocab_size, cfg.embed_norm  # BERT's token types, embedding norm
+        self.type_embed = nn.Embedding(types, cfg.d_model) if types else None
+        self.embed_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if norm else None
         self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
         self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cfg.norm == "pre" else None
         self.drop = nn.Dropout(dropout)
@@ -359,16 +370,16 @@ class Stack(nn.Module):
         X = (tok_embed or self.tok_embed)(ids)  # (B, T, C)
         x = X = _tap("X", X * self.scale if self.scale is not None else X)
         if self.positions != "none":
-            table = self.pos_embed.weight if self.positions == "learned" else self.pe
+            table = self.pe if self.pos_embed is None else self.pos_embed.weight
             P = table[start : start + T][None]  # (1, T, C)
             if cache is not None and cache.pad_left is not None:  # left padding: each row's
                 cols = torch.arange(start, start + T, device=ids.device)  # positions from 0
                 P = table[(cols - cache.pad_left[:, None]).clamp(min=0)]  # (B, T, C)
             x = x + _tap("P", P.to(X.dtype))  # (B, T, C)
-        if hasattr(self, "type_embed"):
+        if self.type_embed is not None:
             types = torch.zeros_like(ids) if types is None else types
             x = x + _tap("types", self.type_embed(types))  # (B, T, C)
-        if hasattr(self, "embed_norm"):
+        if self.embed_norm is not None:
             x = _tap("sum", x)
             with _scope("embed_norm"):
                 x = _tap("out", self.embed_norm(x))
@@ -385,8 +396,7 @@ class Stack(nn.Module):
 class Transformer(nn.Module):
     """The three stacks of seed 002 over one Config.
 
-    forward(ids, valid=None, src_ids=None, src_valid=None, cache=None, last_only=False,
-            types=None):
+    forward(ids, valid, src_ids, src_valid, cache, last_only, types):
       - "decoder": ids (B, T) -> next-token logits (B, T, V)
       - "encoder-decoder": decoder ids (B, T) from SOS and encoder src_ids (B, S) -> (B, T, V)
       - "encoder": ids (B, S) -> class logits (B, n_classes), or hidden states (B, S, C) if
@@ -395,11 +405,15 @@ class Transformer(nn.Module):
     cache: a KVCache for incremental decoding (ids are then only the new tokens).
     last_only: compute logits for the last position only (generation).
     types: (B, S) token types of an encoder's input (Config.type_vocab_size; default all 0).
+
+    init: the scheme `init_weights` draws the weights with, once; None leaves PyTorch's layer
+    defaults, for weights loaded next (`from_params`). Parts the config lacks are None.
     """
 
-    def __init__(self, cfg: Config, dropout: float = 0.0):
+    def __init__(self, cfg: Config, dropout: float = 0.0, init: InitScheme | None = "gpt2"):
         super().__init__()
         self.cfg = cfg
+        self.encoder = self.decoder = self.lm_head = self.classifier = None
         if cfg.has_encoder:
             own = not cfg.share_embeddings
             self.encoder = Stack(cfg, cfg.n_encoder_layers, False, dropout, own_embed=own)
@@ -413,7 +427,10 @@ class Transformer(nn.Module):
                 self.lm_head.bias = nn.Parameter(torch.zeros(cfg.vocab_size))
         if cfg.arch == "encoder" and cfg.n_classes:
             self.classifier = nn.Linear(cfg.d_model, cfg.n_classes, bias=cfg.bias)
-        _init_weights(self, cfg)
+        # The int8 form's tied head (`quantize.int8`; an untied lm_head is quantized in place)
+        self.output_head: nn.Module | None = None
+        if init is not None:
+            init_weights(self, cfg, init)
 
     def forward(
         self,
@@ -446,9 +463,8 @@ class Transformer(nn.Module):
                 if src_ids is None:
                     raise inputs.InputError("an encoder-decoder model needs src_ids: give them")
                 shared = self.decoder.tok_embed if cfg.share_embeddings else None
-                with _scope("encoder"):
+                with _scope("encoder"):  # memory: (B, S, C)
                     memory = self.encoder(src_ids, _key_mask(src_valid), tok_embed=shared)
-                    # memory: (B, S, C)
                 if cache is not None:
                     cache.memory, cache.memory_valid = memory, src_valid
             memory_mask = _key_mask(src_valid)
@@ -458,11 +474,7 @@ class Transformer(nn.Module):
             past = cache.self_valid
             if past is None:
                 past = torch.ones(B, cache.length, dtype=torch.bool, device=ids.device)
-            new = (
-                valid
-                if valid is not None
-                else torch.ones(B, T, dtype=torch.bool, device=ids.device)
-            )
+            new = torch.ones(B, T, dtype=torch.bool, device=ids.device) if valid is None else valid
             key_valid = cache.self_valid = torch.cat([past, new.bool()], dim=1)
         mask = _key_mask(key_valid)  # causal masking is added inside attention
         with _scope("decoder"):
@@ -471,12 +483,13 @@ class Transformer(nn.Module):
             cache.length += ids.shape[1]
         if last_only:
             h = h[:, -1:]
-        if hasattr(self, "int8_head"):  # quantize.int8: the output projection in int8
-            logits = _tap("logits", self.int8_head(h))  # (B, T, V)
-        else:
-            W = self.decoder.tok_embed.weight if cfg.tie_embeddings else self.lm_head.weight
+        if self.output_head is not None:  # the int8 form's tied head
+            logits = _tap("logits", self.output_head(h))  # (B, T, V)
+        elif cfg.tie_embeddings:  # the token embedding as the output projection
             b = self.lm_head.bias if cfg.lm_bias else None
-            logits = _tap("logits", F.linear(h, W, b))  # (B, T, V)
+            logits = _tap("logits", F.linear(h, self.decoder.tok_embed.weight, b))  # (B, T, V)
+        else:
+            logits = _tap("logits", self.lm_head(h))  # (B, T, V)
         if _watching():
             _tap("probs", torch.softmax(logits, -1))
         return logits
@@ -498,18 +511,21 @@ def _check_inputs(cfg: Config, ids, valid, src_ids, src_valid, cache, types) -> 
         inputs.tensor_flags(src_valid, src_ids, "src_valid")
 
 
-def _init_weights(model: nn.Module, cfg: Config) -> None:
-    """GPT-2's initialisation: N(0, 0.02) for linear and embedding weights, zero biases, and
-    N(0, 0.02/√(2L)) for the projections that write into the residual stream (W_O, W2)."""
-    n_layers = max(cfg.n_encoder_layers + cfg.n_decoder_layers, 1)
-    for name, p in model.named_parameters():
-        if name.endswith(".bias") and ".norm" not in name:
-            nn.init.zeros_(p)
-        elif p.ndim == 2:
-            std = (
-                0.02 / math.sqrt(2 * n_layers) if name.endswith(("o.weight", "w2.weight")) else 0.02
-            )
-            nn.init.normal_(p, 0.0, std)
+def init_weights(
+    model: Transformer, cfg: Config, scheme: InitScheme = "gpt2", embed_std: float = 0.0
+) -> None:
+    """The torch engine's one initialisation: every parameter drawn once, in `named_parameters`
+    order from torch's global generator, by the rule `weights.init_rule` gives its name (that of
+    `weights.init` too): "gpt2" or "xavier"; embed_std > 0: the token embeddings' std."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            kind, x = weights.init_rule(cfg, name, tuple(p.shape), scheme, embed_std=embed_std)
+            if kind == "normal":
+                p.normal_(0.0, x)
+            elif kind == "uniform":
+                p.uniform_(-x, x)
+            else:
+                p.fill_(x)
 
 
 def _key_mask(valid: Tensor | None) -> Tensor | None:
@@ -531,23 +547,23 @@ def sentence_embeddings(model: Transformer, ids: Tensor, valid: Tensor | None = 
 
 def from_params(cfg: Config, params: dict, dtype=torch.float64, dropout: float = 0.0):
     """A Transformer holding the given {name: array} weights (NumPy or torch), strictly matched."""
-    model = Transformer(cfg, dropout=dropout).to(dtype)
+    model = Transformer(cfg, dropout=dropout, init=None).to(dtype)
     state = {n: torch.as_tensor(v).to(dtype) for n, v in params.items()}
     model.load_state_dict(state, strict=True)
     return model
 
 
-def inference_layout(model: nn.Module) -> nn.Module:
-    """Store every linear weight, and the embedding the tied output head reads, as the transpose
-    of a contiguous (in, out) array: the same values, shapes and `state_dict()` names, but a
+def inference_layout(model: Transformer) -> Transformer:
+    """The inference form, in place: every linear weight, and the embedding a tied head reads,
+    stored as the transpose of a contiguous (in, out) array, self-attention's Wq, Wk, Wv as views
+    into one (`MultiHeadAttention.qkv_t`): the same values, shapes and `state_dict()` names, but a
     matrix-vector product over it ran 1.6-1.8x faster on the 2-core AVX-512 VM measured (batch-1
-    decoding reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). For inference:
-    training keeps PyTorch's own layout. Returns the model."""
+    decoding reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). Training
+    keeps PyTorch's own layout; `.to()` after it would copy the views apart. A float model's (not
+    quantize.int8's: one form or the other)."""
     with torch.no_grad():
         for block in (m for m in model.modules() if isinstance(m, Block)):
             m = block.self_attn  # its Wq, Wk, Wv become views into one (C, 3*H*D) array
-            if not isinstance(m.q, nn.Linear):
-                continue
             parts = (m.q, m.k, m.v)
             m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, 3*H*D)
             m.qkv_b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
@@ -556,9 +572,8 @@ def inference_layout(model: nn.Module) -> nn.Module:
                 view = m.qkv_t[:, i * HD : (i + 1) * HD].t()  # (H*D, C), shares storage
                 p.weight = nn.Parameter(view, requires_grad=p.weight.requires_grad)
         mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        decoder = getattr(model, "decoder", None)
-        if model.cfg.tie_embeddings and decoder is not None:
-            mats.append(decoder.tok_embed)  # row lookups in it get slower, but by microseconds
+        if model.cfg.tie_embeddings and model.decoder is not None:
+            mats.append(model.decoder.tok_embed)  # row lookups in it get slower, by microseconds
         for m in mats:  # every other weight: (in, out) in memory (Wq, Wk, Wv already are)
             w = m.weight
             if w.is_contiguous():
@@ -581,7 +596,5 @@ def set_explicit(model: nn.Module, explicit: bool = True) -> None:
 def __getattr__(name: str):
     """`step_fn` and `many_step_fn` live in `torch_steps`; importing them from here still works."""
     if name in ("step_fn", "many_step_fn"):
-        from glassformer import torch_steps
-
-        return getattr(torch_steps, name)
+        return getattr(importlib.import_module("glassformer.torch_steps"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

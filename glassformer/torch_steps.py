@@ -9,8 +9,6 @@ forward, for beam search. Nothing here knows tokenizers or the reference engine.
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from glassformer.torch_model import KVCache, Transformer
@@ -43,7 +41,7 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bo
             return logits[0, -1].to(torch.float64).cpu().numpy()
         parent = caches.get(tuple(ids[:-1]))
         if parent is not None:
-            cache, new = _copy_cache(parent), ids[-1:]
+            cache, new = parent.copy(), ids[-1:]
         else:
             cache, new = KVCache.empty(model.cfg.n_decoder_layers), ids
         logits = model(
@@ -55,12 +53,6 @@ def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bo
         return logits[0, -1].to(torch.float64).cpu().numpy()
 
     return step
-
-
-def _copy_cache(cache: KVCache) -> KVCache:
-    """A cache that can grow independently (list copies; the tensors themselves are shared)."""
-    lists = {k: list(getattr(cache, k)) for k in ("self_k", "self_v", "cross_k", "cross_v")}
-    return dataclasses.replace(cache, **lists)
 
 
 def many_step_fn(model: Transformer, src_ids=None):

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import fnmatch
+import math
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -89,7 +90,7 @@ class Step:
             "name": self.name,
             "equation": self.equation,
             "shape": list(self.shape),
-            "values": _jsonable(self.values),
+            "values": jsonable(self.values),
             "note": self.note,
             "rows": self.rows,
             "cols": self.cols,
@@ -359,18 +360,19 @@ def watching() -> bool:
     return _ACTIVE.get() is not None or _INTERVENTION.get() is not None
 
 
-def _jsonable(values: np.ndarray):
-    """Nested lists with NaN/inf written as strings, so the JSON stays strict."""
-    if values.dtype == bool:
-        return values.tolist()
-
-    def conv(v):
-        if isinstance(v, list):
-            return [conv(x) for x in v]
-        if np.isnan(v):
-            return "nan"
-        if np.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return float(v)
-
-    return conv(values.tolist())
+def jsonable(x):
+    """x as data that strict JSON can hold (`json.dumps(allow_nan=False)`): NumPy arrays as
+    nested lists and NumPy scalars as Python ones, tuples as lists, dict keys as strings, and
+    NaN and ±inf as the strings "nan", "inf", "-inf". What `Step.to_dict` and the explorer's
+    answers write; other values (bools, ints, text, None) go through as they are."""
+    if isinstance(x, dict):
+        return {str(k): jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return jsonable(x.tolist())
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
+    return x

@@ -35,7 +35,7 @@ from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError, Interrupted
 from glassformer.tasks import Task, _next_batch, batch_loss, default_evaluate
-from glassformer.torch_model import Transformer, from_params, to_params
+from glassformer.torch_model import Transformer, from_params, init_weights, to_params
 
 
 @dataclass(frozen=True)
@@ -168,30 +168,6 @@ def lr_at(step: int, t: TrainConfig, time_fraction: float = 0.0) -> float:
     return t.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (t.lr - t.min_lr)
 
 
-def init_weights(model: torch.nn.Module, cfg: Config, scheme: str, embed_std: float = 0.0):
-    """Draw a new model's weights. "gpt2" (the engine's own): N(0, 0.02), residual projections
-    N(0, 0.02/√(2L)). "xavier" (torch.nn.Transformer, fairseq): Glorot-uniform linear weights, with
-    Q, K, V counted as one fused (3·H·D, C) matrix as nn.MultiheadAttention stores them, and token
-    embeddings N(0, 1/√C), which √C embed scaling brings to unit variance. embed_std > 0 sets the
-    token embeddings' std. Biases are zero and LayerNorms identity in both."""
-    if scheme == "xavier":
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if p.ndim == 2 and "embed" not in name and name != "lm_head.weight":
-                    fan_out, fan_in = p.shape
-                    if name.endswith(("q.weight", "k.weight", "v.weight")):
-                        fan_out *= 3
-                    bound = math.sqrt(6.0 / (fan_in + fan_out))
-                    p.uniform_(-bound, bound)
-                elif name.endswith("tok_embed.weight"):
-                    p.normal_(0.0, cfg.d_model**-0.5)
-    if embed_std:
-        with torch.no_grad():
-            for name, p in model.named_parameters():
-                if name.endswith("tok_embed.weight"):
-                    p.normal_(0.0, embed_std)
-
-
 def param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """Decay only the matrices of linear layers: not biases, LayerNorms or embeddings."""
     decay, no_decay = [], []
@@ -300,9 +276,10 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
         torch.set_num_threads(tcfg.threads)
     torch.manual_seed(tcfg.seed)
     random.seed(tcfg.seed)
-    model = Transformer(cfg, dropout=tcfg.dropout)  # GPT-2 initialisation
-    init_weights(model, cfg, tcfg.init, tcfg.embed_std)
-    if init_params is not None:
+    if init_params is None:  # a new model, its weights drawn once, by the chosen scheme
+        model = Transformer(cfg, dropout=tcfg.dropout, init=None)
+        init_weights(model, cfg, tcfg.init, tcfg.embed_std)
+    else:  # fine-tuning
         model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
     model.to(device)
     opt = make_optimizer(model, tcfg, device)

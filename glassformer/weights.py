@@ -18,6 +18,7 @@ import math
 import numbers
 import os
 from pathlib import Path
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -154,8 +155,53 @@ def check_fits(cfg: Config, where: str = "the model") -> None:
         )
 
 
+# How a new model's weights are drawn (`init_rule`): "normal", N(0, std) for every matrix (`init`,
+# the seeded NumPy weights); "gpt2" and "xavier", the torch engine's (`torch_model.init_weights`).
+InitScheme = Literal["normal", "gpt2", "xavier"]
+
+
+def init_rule(
+    cfg: Config,
+    name: str,
+    shape: tuple[int, ...],
+    scheme: InitScheme = "normal",
+    std: float = 0.02,
+    embed_std: float = 0.0,
+) -> tuple[str, float]:
+    """How the tensor `name` (of `shape`) of a new model is drawn: the one rule of both engines'
+    initialisations. ("fill", 1.0) for a LayerNorm's gamma, ("fill", 0.0) for its beta and every
+    bias; a matrix ("normal", σ) for N(0, σ²) or ("uniform", b) for U(-b, b), by `scheme`:
+      - "normal": N(0, std²);
+      - "gpt2": N(0, 0.02²), N(0, (0.02/√(2L))²) for the projections that write into the residual
+        stream (W_O, W2), L the number of layers;
+      - "xavier" (torch.nn.Transformer, fairseq): Glorot-uniform linear weights, with Q, K, V
+        counted as one fused (3·H·D, C) matrix as nn.MultiheadAttention stores them; token
+        embeddings N(0, 1/C), which √C embed scaling brings to unit variance; the rest (positions,
+        token types, an untied lm_head) as "gpt2".
+    embed_std > 0: the token embeddings' std, whatever the scheme."""
+    if scheme not in get_args(InitScheme):
+        raise InputError(f"unknown init {scheme!r}; use one of {', '.join(get_args(InitScheme))}")
+    if ".norm" in name or ".embed_norm." in name:
+        return "fill", 1.0 if name.endswith(".weight") else 0.0
+    if name.endswith(".bias"):
+        return "fill", 0.0
+    if name.endswith("tok_embed.weight") and (embed_std or scheme == "xavier"):
+        return "normal", embed_std or cfg.d_model**-0.5
+    if scheme == "normal":
+        return "normal", std
+    if scheme == "xavier" and "embed" not in name and name != "lm_head.weight":
+        fan_out, fan_in = shape
+        if name.endswith(("q.weight", "k.weight", "v.weight")):
+            fan_out *= 3
+        return "uniform", math.sqrt(6.0 / (fan_in + fan_out))
+    n_layers = max(cfg.n_encoder_layers + cfg.n_decoder_layers, 1)
+    residual = name.endswith(("o.weight", "w2.weight"))
+    return "normal", 0.02 / math.sqrt(2 * n_layers) if residual else 0.02
+
+
 def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dict[str, np.ndarray]:
-    """Seeded random weights: N(0, std^2) matrices, zero biases, LayerNorm gamma=1, beta=0.
+    """Seeded random weights: N(0, std^2) matrices, zero biases, LayerNorm gamma=1, beta=0
+    (`init_rule`'s "normal").
 
     The same (cfg, seed, std) always gives the same values (NumPy PCG64), in spec order.
     std must be a finite number > 0 and seed an integer in [0, 2**32), as `glassformer init`
@@ -166,13 +212,9 @@ def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dic
     rng = np.random.default_rng(seed)
     params = {}
     for name, shape in spec(cfg).items():
-        if ".norm" in name or ".embed_norm." in name:
-            value = np.ones(shape) if name.endswith(".weight") else np.zeros(shape)
-        elif name.endswith(".bias"):
-            value = np.zeros(shape)
-        else:
-            value = rng.normal(0.0, std, size=shape)
-        params[name] = value.astype(dtype)
+        kind, value = init_rule(cfg, name, shape, "normal", std)
+        drawn = rng.normal(0.0, value, size=shape) if kind == "normal" else np.full(shape, value)
+        params[name] = drawn.astype(dtype)
     return params
 
 

@@ -3,6 +3,7 @@ computed distributions, exhaustive search, and the invariants beam(1) == greedy,
 greedy)."""
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ import pytest
 from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
-from glassformer.decode import beam_search, filter_probs, greedy, sample
+from glassformer.decode import beam_search, draw, filter_probs, greedy, sample
 from glassformer.errors import GlassformerError
 
 
@@ -63,6 +64,36 @@ def test_same_seed_same_sample(model_step):
     assert a.ids == b.ids
     others = {tuple(sample(model_step, [1], 10, temperature=1.5, seed=s).ids) for s in range(5)}
     assert len(others) > 1
+
+
+def test_a_draw_takes_the_token_generator_choice_takes():
+    """decode.draw (what sample and the explorer draw with) takes, from the same generator, the
+    token numpy's Generator.choice(len(p), p=p) takes: a seed samples what it always sampled,
+    and the u it reports lies in the chosen token's segment of the cumulative distribution."""
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        V = int(rng.integers(1, 40))
+        p = rng.dirichlet(np.full(V, 0.3)) * (rng.random(V) < 0.6)  # filtered tokens at 0
+        p[int(rng.integers(V))] += 0.1
+        p /= p.sum()
+        seed = int(rng.integers(2**32))
+        mine, numpys = np.random.default_rng(seed), np.random.default_rng(seed)
+        for _ in range(4):
+            d = draw(p, mine)
+            assert d.token == numpys.choice(V, p=p)
+            assert p[d.token] > 0
+            assert (d.cdf[d.token - 1] if d.token else 0.0) <= d.u < d.cdf[d.token]
+
+
+def test_a_draw_on_a_segment_boundary_takes_the_next_kept_token():
+    """u equal to a cumulative probability goes to the next token with probability (choice's
+    side="right"), never to a filtered token with probability 0."""
+
+    def fixed(u):  # a generator whose every uniform number is u
+        return SimpleNamespace(random=lambda: u)
+
+    assert draw(np.array([0.0, 0.5, 0.5]), fixed(0.0)).token == 1
+    assert draw(np.array([0.5, 0.0, 0.5]), fixed(0.5)).token == 2
 
 
 def test_sampling_frequencies_follow_the_filtered_distribution():

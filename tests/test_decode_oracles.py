@@ -1,7 +1,8 @@
 """Decoding numerics against oracles (issue 24, point 2).
 
-- softmax and log-softmax (decode's, the reference engine's, the explorer's) at extreme logits
-  against 50-digit decimal arithmetic (and float128 for a GPT-2-sized vocabulary);
+- softmax and log-softmax (decode's, the one the reference engine and the explorer use, and
+  filter_probs at temperature 1) at extreme logits against 50-digit decimal arithmetic (and
+  float128 for a GPT-2-sized vocabulary);
 - sampling frequencies against softmax(z / T) filtered by top-k / top-p, computed here, by a
   chi-square goodness-of-fit test with a stated false-alarm rate;
 - beam search against exhaustive enumeration at several length penalties, and against a
@@ -23,7 +24,6 @@ import pytest
 
 from glassformer import decode
 from glassformer import reference as R
-from glassformer.serve import generation
 
 D = decimal.Decimal
 
@@ -87,12 +87,11 @@ def test_log_softmax_and_softmax_at_extreme_logits_are_exact(name):
     logp, p = exact_log_softmax(z), exact_softmax(z)
     _close(decode._log_softmax(z), logp, "decode._log_softmax")
     with np.errstate(divide="ignore"):  # log 0 = -inf for the masked token
-        _close(np.log(decode._softmax(z)), np.log(p), "decode._softmax")
+        _close(np.log(decode.softmax(z)), np.log(p), "decode.softmax")
     for name_, got in (
-        ("decode._softmax", decode._softmax(z)),
+        ("decode.softmax", decode.softmax(z)),
         ("decode.filter_probs", decode.filter_probs(z)),
         ("reference.softmax", R.softmax(z)),
-        ("serve.generation._softmax", generation._softmax(z)),
     ):
         _close(got, p, name_)
         assert abs(got.sum() - 1) < 1e-15 * len(z), name_
@@ -131,7 +130,7 @@ def test_log_softmax_over_a_gpt2_vocabulary_equals_float128():
     want = np.where(finite, x - lse, -np.inf).astype(np.float64)
     _close(decode._log_softmax(w), want, "decode._log_softmax")
     p = np.exp(x - lse).astype(np.float64)
-    for name_, f in (("decode", decode._softmax), ("reference", R.softmax)):
+    for name_, f in (("decode", decode.softmax), ("reference", R.softmax)):
         np.testing.assert_allclose(f(w), p, rtol=1e-13, atol=1e-300, err_msg=name_)
 
 

@@ -83,3 +83,38 @@ def test_nothing_below_the_command_line_imports_it():
 def test_no_module_over_the_line_budget(name):
     n = len(MODULES[name].read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, f"{MODULES[name].relative_to(PACKAGE.parent)}: {n} lines > {MAX_LINES}"
+
+
+# -- the outer ring: the command line and the explorer are thin layers over `Model` ---------------
+
+# The engines and what drives them. The command line and the explorer reach these only through
+# glassformer.model (the Model a user also holds), so that every piece of work is written once.
+ENGINES = {
+    "glassformer.reference",
+    "glassformer.torch_model",
+    "glassformer.torch_steps",
+    "glassformer.quantize",
+    "glassformer.inference",
+    "glassformer.loading",
+    "glassformer.hf_dir",
+}
+CLI = [m for m in MODULES if m == "glassformer.cli" or m.startswith("glassformer.cli.")]
+SERVE = [m for m in MODULES if m == "glassformer.serve" or m.startswith("glassformer.serve.")]
+# `import-hf` reports what an import left out (hf_dir.load), which a loaded Model does not keep.
+# (PyTorch itself may be imported: the command line asks whether it is installed before work.)
+OUTER_EXCEPTIONS = {("glassformer.cli.checkpoints", "glassformer.hf_dir")}
+
+
+def test_only_the_command_line_parses_arguments():
+    assert [m for m in MODULES if m not in CLI and "argparse" in imports(m)] == []
+
+
+def test_only_the_explorer_speaks_http():
+    web = {"starlette", "uvicorn", "http", "http.server", "socketserver"}
+    assert [m for m in MODULES if m not in SERVE and imports(m) & web] == []
+
+
+@pytest.mark.parametrize("name", CLI + SERVE)
+def test_the_outer_ring_reaches_the_engines_only_through_model(name):
+    reached = {e for e in ENGINES & imports(name) if (name, e) not in OUTER_EXCEPTIONS}
+    assert not reached, f"{name} imports {sorted(reached)}: go through glassformer.model.Model"

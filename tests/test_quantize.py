@@ -75,7 +75,32 @@ def test_int8_logits_are_close_to_float32(name):
     rel = float((a - b).norm() / a.norm())
     assert 0 < rel < 0.05, rel  # quantized (not equal), and within a few percent
     assert all(not isinstance(m, torch.nn.Linear) for m in q.modules())
-    assert hasattr(q, "int8_head")
+    # the output projection in int8: a tied head's copy in the declared slot, an untied head where
+    # it stands (and forward computes the logits with it: the error above is int8's)
+    head = q.output_head if cfg.tie_embeddings else q.lm_head
+    assert isinstance(head, Int8Linear) and (q.output_head is None) != cfg.tie_embeddings
+
+
+def test_the_forms_set_only_what_the_model_declares():
+    """int8 and the inference layout attach nothing from outside: every module of the model file
+    (Transformer, Stack, Block, attention, FFN) has the same attribute names before and after,
+    each form filling slots its __init__ declared (`output_head`, `qkv_t`, the linear layers)."""
+    from glassformer.torch_model import inference_layout
+
+    def names(model):
+        return {
+            path: set(vars(m)) | set(m._modules) | set(m._parameters) | set(m._buffers)
+            for path, m in model.named_modules()
+            if type(m).__module__ == "glassformer.torch_model"
+        }
+
+    for cfg in CONFIGS.values():
+        fresh = names(float_model(cfg))
+        q = int8(float_model(cfg))
+        assert names(q) == fresh
+        assert names(inference_layout(float_model(cfg))) == fresh
+        attn = q.decoder.layers[0].self_attn
+        assert attn.qkv_t is None and isinstance(attn.q, Int8Linear)
 
 
 def test_int8_equals_torch_quantize_dynamic_per_channel():
@@ -199,8 +224,8 @@ def test_explorer_generates_with_the_int8_engine():
     texts = {}
     for dtype in ("float64", "int8"):
         m = Registry([SHIPPED / "char-lm"], walkthroughs=False, dtype=dtype).load("char-lm")
-        quantized = any(isinstance(x, Int8Linear) for x in m.decoding_model().modules())
+        quantized = any(isinstance(x, Int8Linear) for x in m.torch(m.dtype or "float64").modules())
         assert quantized == (dtype == "int8")
-        assert not any(isinstance(x, Int8Linear) for x in m.torch_model().modules())
+        assert not any(isinstance(x, Int8Linear) for x in m.torch("float64").modules())
         texts[dtype] = generation.generate(m, "ROMEO:", "greedy", 30)["text"]
     assert texts["int8"] == texts["float64"]

@@ -76,7 +76,7 @@ def test_numpy_commands_never_import_torch(models, tmp_path, argv):
 
 NEEDS_TORCH = [
     (["train", "lm", "--out", "{tmp}/o", "--quiet"], "train needs PyTorch"),
-    (["translate", "{hello}", "hello world"], "translate needs torch"),
+    (["translate", "{hello}", "hello world"], "translate needs PyTorch"),
     (["eval", "{hello}", "--data", "eng-spa-valid"], "eval needs PyTorch"),
     (["embed", "{enc}", "to be"], "--engine torch (the default) needs PyTorch"),
     (["classify", "{enc}", "to be", "--engine", "torch"], "--engine torch needs PyTorch"),

@@ -473,3 +473,100 @@ def test_export_writes_a_small_checkpoint(capsys, tmp_path):
         np.testing.assert_allclose(params[n], full[n], atol=1e-3)
     mode = (tmp_path / "small").stat().st_mode & 0o777
     assert mode & 0o055 == 0o055 & ~(os.umask(os.umask(0)))  # not private like a mkdtemp dir
+
+
+def _initial_weights(monkeypatch, cfg, tcfg, task, out) -> dict:
+    """The weights train() starts from (read when it builds the optimizer)."""
+    from glassformer import train as train_module
+
+    seen, make_optimizer = {}, train_module.make_optimizer
+
+    def spy(model, tcfg_, device="cpu"):
+        seen.update({n: p.detach().clone() for n, p in model.named_parameters()})
+        return make_optimizer(model, tcfg_, device)
+
+    monkeypatch.setattr(train_module, "make_optimizer", spy)
+    train(cfg, tcfg, task, out, evaluate=lambda *a: {})
+    return seen
+
+
+@pytest.mark.parametrize(("scheme", "embed_std"), [("gpt2", 0.0), ("xavier", 0.0), ("gpt2", 0.3)])
+def test_a_new_model_is_drawn_once_by_its_scheme(monkeypatch, tmp_path, scheme, embed_std):
+    """train() draws a new model's weights once, by TrainConfig.init and embed_std: they equal one
+    `init_weights` from the run's seed over a model built without drawing (init=None). Drawing
+    GPT-2's weights first and then the scheme's (what the loop once did) gives other weights. And
+    `Transformer(cfg)` is that one draw with "gpt2": the same weights, torch's generator left in
+    the same state (no second, silent draw)."""
+    from glassformer.torch_model import Transformer, init_weights
+
+    tok = CharTokenizer.train(["abcdefghij"])
+    cfg = Config(arch="encoder-decoder", vocab_size=tok.vocab_size, **TINY)
+    x = np.full((2, 3), 4)
+    batch = {"src": x, "src_valid": x > 0, "tgt_in": x, "tgt_out": x, "tgt_valid": x > 0}
+    tcfg = TrainConfig(
+        task="translate", max_steps=1, eval_interval=10, init=scheme, embed_std=embed_std, seed=5
+    )
+    task = Task("translate", OneBatch(batch), None, tok)
+    got = _initial_weights(monkeypatch, cfg, tcfg, task, tmp_path / "ck")
+
+    def drawn(first_gpt2: bool) -> dict:
+        torch.manual_seed(tcfg.seed)
+        model = Transformer(cfg, init="gpt2" if first_gpt2 else None)
+        init_weights(model, cfg, scheme, embed_std)
+        return dict(model.named_parameters())
+
+    once, twice = drawn(False), drawn(True)
+    assert got.keys() == once.keys()
+    assert all(torch.equal(got[n], once[n]) for n in got)
+    assert any(not torch.equal(got[n], twice[n]) for n in got)
+    torch.manual_seed(1)
+    default, after_default = Transformer(cfg).state_dict(), torch.rand(4)
+    torch.manual_seed(1)
+    model = Transformer(cfg, init=None)
+    init_weights(model, cfg)
+    assert all(torch.equal(default[n], t) for n, t in model.state_dict().items())
+    assert torch.equal(after_default, torch.rand(4))
+
+
+def test_init_weights_draws_each_tensor_by_its_scheme():
+    """The one initialisation, tensor by tensor, against the schemes written out here: "gpt2"
+    N(0, 0.02), W_O and W2 N(0, 0.02/√(2L)); "xavier" U(-b, b) with torch's own Glorot fans
+    (nn.init._calculate_fan_in_and_fan_out; Wq, Wk, Wv as nn.MultiheadAttention's fused (3C, C)),
+    token embeddings N(0, 1/√C), positions and an untied head as "gpt2"; embed_std the token
+    embeddings' std. Biases 0, LayerNorms 1 and 0, exactly."""
+    import math
+
+    from torch import nn
+
+    from glassformer.torch_model import Transformer, init_weights
+
+    cfg = Config(
+        arch="encoder-decoder", vocab_size=300, d_model=64, n_heads=4, d_ff=128, max_len=40,
+        positions="learned", norm="pre", tie_embeddings=False,
+    )  # fmt: skip
+    L = cfg.n_encoder_layers + cfg.n_decoder_layers
+    for scheme, embed_std in (("gpt2", 0.0), ("xavier", 0.0), ("xavier", 0.5)):
+        model = Transformer(cfg, init=None)
+        torch.manual_seed(0)
+        init_weights(model, cfg, scheme, embed_std)
+        for name, p in model.named_parameters():
+            w = p.detach().double()
+            if p.ndim == 1:
+                one = ".norm" in name and name.endswith(".weight")
+                assert torch.equal(w, torch.full_like(w, 1.0 if one else 0.0)), name
+                continue
+            residual = name.endswith(("o.weight", "w2.weight"))
+            std = 0.02 / math.sqrt(2 * L) if residual else 0.02
+            bound = None
+            if name.endswith("tok_embed.weight") and (embed_std or scheme == "xavier"):
+                std = embed_std or cfg.d_model**-0.5
+            elif scheme == "xavier" and "embed" not in name and name != "lm_head.weight":
+                fused = name.endswith(("q.weight", "k.weight", "v.weight"))
+                fan_in, fan_out = nn.init._calculate_fan_in_and_fan_out(
+                    torch.empty(3 * p.shape[0] if fused else p.shape[0], p.shape[1])
+                )
+                bound = math.sqrt(6.0 / (fan_in + fan_out))
+                std = bound / math.sqrt(3)
+            assert abs(float(w.std()) / std - 1) < 0.1, (scheme, name, float(w.std()), std)
+            if bound is not None:
+                assert 0.95 * bound <= float(w.abs().max()) <= bound, (scheme, name)

@@ -62,7 +62,7 @@ TESTS: dict[str, list[str]] = {
 
 REF, TM, TR, TA = (f"glassformer/{f}.py" for f in ("reference", "torch_model", "train", "tasks"))
 DEC, Q, FILES, HFD = (f"glassformer/{f}.py" for f in ("decode", "quantize", "files", "hf_dir"))
-BPE = "glassformer/tokenizer/bpe.py"
+BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
 
 MUTATIONS: list[Mutation] = [
     # -- reference.py: the articles' math ---------------------------------------------------------
@@ -70,7 +70,7 @@ MUTATIONS: list[Mutation] = [
       REF, "heads.append(attention(Q, K, V, mask))",
       "heads.append(attention(Q, K, V, mask, scale=math.sqrt(cfg.d_model)))", issue=True),
     m("ref-masked-row-nan", "reference", "softmax of a fully masked row: -inf - -inf = NaN",
-      REF, "return np.divide(e, s, out=np.zeros_like(e), where=s > 0)", "return e / s"),
+      DEC, "return np.divide(e, s, out=np.zeros_like(e), where=s > 0)", "return e / s"),
     m("ref-ln-eps-outside", "reference", "LayerNorm eps added outside the square root",
       REF, 'np.sqrt(var + eps))', 'np.sqrt(var) + eps)'),
     m("ref-causal-peeks", "reference", "the causal mask lets a token see the next one",
@@ -97,7 +97,7 @@ MUTATIONS: list[Mutation] = [
     m("torch-empty-rows-kept", "torch_model", "a query with no key to attend to is not zeroed",
       TM, "out = out.masked_fill(empty_rows, 0.0)", "out = out"),
     m("torch-pre-ln-no-residual", "torch_model", "pre-LN sublayer without its residual",
-      TM, 'return _tap(f"add{k}", x + self.drop(f(h)))', 'return _tap(f"add{k}", self.drop(f(h)))'),
+      TM, 'return _tap(f"add{k}", x + self.drop(z))', 'return _tap(f"add{k}", self.drop(z))'),
     m("torch-embedding-pools-padding", "torch_model", "sentence embeddings average over padding",
       TM, "\n    keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)",
       "\n    keep = torch.ones_like(ids, dtype=H.dtype)"),
@@ -118,7 +118,7 @@ MUTATIONS: list[Mutation] = [
     m("train-first-signal-ignored", "train", "the first SIGINT / SIGTERM is ignored",
       TR, "        self.received = signum\n", "        pass\n"),
     m("train-xavier-qkv-fan", "train", "xavier init counts Q, K, V apart (not fused 3x)",
-      TR, "fan_out *= 3", "fan_out *= 1"),
+      W, "fan_out *= 3", "fan_out *= 1"),
     # -- tasks.py: the losses ----------------------------------------------------------------------
     m("tasks-translate-no-smoothing", "tasks", "translate loss ignores its label smoothing",
       TA, "ignore_index=-100,\n            label_smoothing=label_smoothing,",
@@ -137,10 +137,10 @@ MUTATIONS: list[Mutation] = [
     m("decode-log-softmax-no-max", "decode", "log-softmax without subtracting the max",
       DEC, "    z = z - z.max()\n    return z - np.log(np.exp(z).sum())",
       "    return z - np.log(np.exp(z).sum())", issue=True),
-    m("decode-softmax-no-max", "decode", "greedy's softmax without subtracting the max",
-      DEC, "e = np.exp(z - z.max())\n    return e / e.sum()", "e = np.exp(z)\n    return e / e.sum()"),
+    m("decode-softmax-no-max", "decode", "the softmax without subtracting the max",
+      DEC, "shifted = x - np.where(np.isfinite(m), m, 0.0)", "shifted = x"),
     m("decode-temperature-times", "decode", "logits multiplied by the temperature",
-      DEC, "scaled = shifted / temperature", "scaled = shifted * temperature"),
+      DEC, "shifted /= temperature", "shifted *= temperature"),
     m("decode-top-k-one-more", "decode", "top-k keeps k + 1 tokens",
       DEC, "keep[order[top_k:]] = False", "keep[order[top_k + 1 :]] = False"),
     m("decode-top-p-one-fewer", "decode", "top-p drops the token that reaches p",

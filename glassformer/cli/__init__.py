@@ -45,6 +45,7 @@ from glassformer.interrupts import hold_during_imports
 with hold_during_imports():  # Ctrl-C while the command line loads: one line, no traceback
     import argparse
     import contextlib
+    import signal
     import sys
 
     from glassformer.cli import checkpoints, generate, probe, reports, serve, training
@@ -59,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command line: its exit status. Ctrl-C is one line and 130 wherever it lands (an
     import under way, PyTorch's included, finishes first); a closed stdout is refused before any
     work; a path given in bytes that are not UTF-8 prints back as those bytes."""
+    program = argv is None  # the console script (not a call from Python)
     argv = sys.argv[1:] if argv is None else list(argv)
     if sys.stdout is None:  # started with stdout closed (`glassformer ... >&-`)
         print(
@@ -78,10 +80,13 @@ def main(argv: list[str] | None = None) -> int:
                     args = parser.parse_args(argv)
                 except SystemExit as e:  # --help (0), or a usage error printed as one line
                     return e.code if isinstance(e.code, int) else 0
-            return run(args)
+            code = run(args)
     except KeyboardInterrupt:  # outside run(): while parsing, or held through an import
         print("glassformer: interrupted", file=sys.stderr)
         return 130
+    if program:  # the work is done: a Ctrl-C while Python shuts down (torch's teardown takes
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a moment) would end it silently by signal
+    return code
 
 
 @contextlib.contextmanager

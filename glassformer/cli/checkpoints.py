@@ -13,12 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, inference, loading, weights
+from glassformer import files, weights
 from glassformer.cli.common import (
     SEED,
-    class_names,
     config_args,
-    encode,
     input_lines,
     integer,
     load_model,
@@ -32,8 +30,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
-from glassformer.numerics import NonFiniteError
-from glassformer.tokenizer.display import display_kind, display_tokens
+from glassformer.model import load, with_params
 
 
 def add_parsers(sub) -> None:
@@ -240,18 +237,15 @@ def cmd_init(args) -> int:
 def cmd_export(args) -> int:
     not_onto_itself(args.checkpoint, args.out)
     output_folder(args.out, args.overwrite)
-    cfg, params, tok = loading.load(args.checkpoint)
+    m = load(args.checkpoint)
     if args.average is not None:
-        params, steps = weights.average_snapshots(args.checkpoint, cfg, args.average)
+        params, steps = weights.average_snapshots(args.checkpoint, m.cfg, args.average)
+        m = with_params(m, params)
         print(f"averaged the weights of steps {', '.join(map(str, steps))}")
-    labels = loading.class_names(args.checkpoint, cfg)
-    weights.save(
-        args.out, cfg, params, tokenizer=tok, dtype=args.dtype, labels=labels,
-        overwrite=args.overwrite,
-    )  # fmt: skip
+    m.save(args.out, dtype=args.dtype, overwrite=args.overwrite)
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
     print(
-        f"wrote {args.out}: {weights.n_params(cfg):,} parameters as {args.dtype} "
+        f"wrote {args.out}: {weights.n_params(m.cfg):,} parameters as {args.dtype} "
         f"({size / 1e6:.1f} MB)"
     )
     return 0
@@ -286,38 +280,25 @@ def cmd_import_hf(args) -> int:
 
 @writes_out
 def cmd_export_hf(args) -> int:
-    from glassformer import hf_dir
 
     not_onto_itself(args.checkpoint, args.out)
     output_folder(args.out, args.overwrite)
-    cfg, params, tok = loading.load(args.checkpoint)
-    family, out = hf_dir.export(args.out, cfg, params, tok, overwrite=args.overwrite)
-    print(f"wrote {out}: Hugging Face {family} ({weights.n_params(cfg):,} parameters, float32)")
+    m = load(args.checkpoint)
+    family, out = m.export_hf(args.out, overwrite=args.overwrite)
+    print(f"wrote {out}: Hugging Face {family} ({weights.n_params(m.cfg):,} parameters, float32)")
     return 0
 
 
 def cmd_embed(args) -> int:
     if args.engine == "torch":
         need_torch("--engine torch (the default)", "use --engine reference")
-    cfg, params, tok = load_model(args.checkpoint)
-    if not cfg.has_encoder:
-        raise GlassformerError(f"embed needs an encoder; {args.checkpoint} is arch={cfg.arch!r}")
-    ids = [encode(tok, t, cfg) for t in args.text]
-    try:
-        E = inference.embed(cfg, params, ids, args.engine, fix="try --engine reference")  # (N, C)
-    except NonFiniteError as e:
-        raise e.at(f"text {e.row + 1}") from None
+    m = load_model(args.checkpoint, engine=args.engine)
+    E = m.embed(list(args.text))  # (N, C)
     cosine = E @ E.T  # unit vectors: dot product = cosine similarity
     if args.json:
         items = [
-            {
-                "text": t,
-                "tokens": tok.tokens(x),
-                "tokens_readable": display_tokens(tok.tokens(x), display_kind(tok)),
-                "ids": x,
-                "embedding": e.tolist(),
-            }
-            for t, x, e in zip(args.text, ids, E, strict=True)
+            {"text": t, **_tokens(m, t), "embedding": e.tolist()}
+            for t, e in zip(args.text, E, strict=True)
         ]
         out = {"model": args.checkpoint, "engine": args.engine, "dim": int(E.shape[1])}
         print(
@@ -334,50 +315,34 @@ def cmd_embed(args) -> int:
     return 0
 
 
+def _tokens(m, text: str) -> dict:
+    """A text's tokens for --json: raw pieces, readable pieces, ids."""
+    ids = m.encode(text)
+    return {"tokens": m.pieces(ids), "tokens_readable": m.readable(ids), "ids": ids}
+
+
 def cmd_classify(args) -> int:
     if args.engine == "torch":
         need_torch("--engine torch", "use --engine reference")
-    cfg, params, tok = load_model(args.checkpoint)
-    if cfg.arch != "encoder" or not cfg.n_classes:
-        what = f"an {cfg.arch}" if cfg.arch != "decoder" else "a decoder"
-        hint = "; for an encoder without one use `embed`" if cfg.arch == "encoder" else ""
-        raise GlassformerError(
-            f"classify needs an encoder with a classifier (n_classes > 0); {args.checkpoint} is "
-            f"{what}{' without a classifier' if cfg.arch == 'encoder' else ''}{hint}"
-        )
-    names = class_names(args.checkpoint, cfg)
+    m = load_model(args.checkpoint, engine=args.engine)
     lines = input_lines(args.text, args.input)
     texts = [t for t in lines if t.strip()]
+    m.need_classifier()
     if not texts:
         raise GlassformerError("nothing to classify: give texts or --input FILE")
-    ids = [encode(tok, t, cfg) for t in texts]
-    fix = "try --engine reference"
-    try:
-        probs = iter(inference.class_probabilities(cfg, params, ids, args.engine, fix=fix))
-    except NonFiniteError as e:  # its row: among the texts; the place: among all lines
-        n = [n for n, t in enumerate(lines) if t.strip()][e.row] - len(args.text)
-        place = f"text {n + len(args.text) + 1}" if n < 0 else f"{args.input}, line {n + 1}"
-        raise e.at(place) from None
-    kind = display_kind(tok)
-    tokens = iter(ids)
+    places = [
+        f"text {n + 1}" if n < len(args.text) else f"{args.input}, line {n - len(args.text) + 1}"
+        for n, line in enumerate(lines)
+        if line.strip()
+    ]
+    results = iter(m.classify(texts, places=places))
     for line in lines:  # a blank input line gives a blank output line: outputs stay aligned
         if not line.strip():
             print("null" if args.json else "")
             continue
-        p, x = next(probs), next(tokens)
-        k = int(p.argmax())
+        r = next(results)
         if args.json:
-            item = {
-                "text": line,
-                "tokens": tok.tokens(x),
-                "tokens_readable": display_tokens(tok.tokens(x), kind),
-                "ids": x,
-                "label": names[k],
-                "class": k,
-                "probability": float(p[k]),
-                "probabilities": dict(zip(names, map(float, p), strict=True)),
-            }
-            print(json.dumps(item, ensure_ascii=False))
+            print(json.dumps({"text": line, **_tokens(m, line), **r}, ensure_ascii=False))
         else:
-            print(f"{names[k]}\t{p[k]:.4f}")
+            print(f"{r['label']}\t{r['probability']:.4f}")
     return 0

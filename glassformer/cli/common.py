@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, inference, loading, weights
+from glassformer import files, weights
 from glassformer.config import PRESETS
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
+from glassformer.model import DTYPES, check_dtype
 
 EXIT_USAGE = 2
 # The optional dependencies, each with the extra that installs it (pyproject.toml).
@@ -238,20 +239,14 @@ def config_args(p: argparse.ArgumentParser) -> None:
 # -- models and user text -----------------------------------------------------------------------
 
 
-def load_model(path: str):
-    """A checkpoint or Hugging Face folder that can take text: (cfg, params, tokenizer)."""
-    cfg, params, tok = loading.load(path)
-    if tok is None:
-        raise GlassformerError(
-            f"checkpoint {path} has no {weights.TOKENIZER_FILE}: text cannot "
-            "be encoded; save it with its tokenizer"
-        )
-    return cfg, params, tok
+def load_model(path: str, engine: str = "auto", dtype: str | None = None):
+    """A checkpoint or Hugging Face folder that can take text, as a `glassformer.model.Model`
+    whose notes are the command's."""
+    from glassformer.model import load
 
-
-def class_names(path: str, cfg) -> list[str]:
-    """A classifier's class names as saved with it, else its class numbers ("0", "1", ...)."""
-    return loading.class_names(path, cfg) or [str(k) for k in range(cfg.n_classes)]
+    m = load(path, engine=engine, dtype=dtype, on_note=note)
+    m.need_tokenizer()
+    return m
 
 
 def need_torch(what: str, instead: str = "") -> None:
@@ -269,7 +264,7 @@ def need_torch(what: str, instead: str = "") -> None:
 def dtype_arg(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument(
         "--dtype",
-        choices=list(inference.DTYPES),
+        choices=list(DTYPES),
         default=None,
         help=f"the PyTorch engine's precision (default {default}); int8: its linear layers "
         "quantized to int8 (CPU only; fastest, logits within a few percent)",
@@ -282,63 +277,8 @@ def engine_dtype(args, default: str) -> str:
     kernels."""
     if args.dtype is None:
         return default
-    if getattr(args, "engine", "torch") == "reference":
-        raise GlassformerError(
-            f"--dtype {args.dtype} sets the PyTorch engine's precision, and --engine reference "
-            "is NumPy float64: drop --dtype, or use --engine torch"
-        )
-    need_torch(f"--dtype {args.dtype}")
-    if args.dtype == "int8":
-        from glassformer.quantize import check_int8
-
-        check_int8()
+    check_dtype(args.dtype, getattr(args, "engine", "torch"))
     return args.dtype
-
-
-def bos(tok) -> list[int]:
-    if tok.bos_id is None:
-        raise GlassformerError("the tokenizer has no start token (SOS/BOS) to start decoding from")
-    return [tok.bos_id]
-
-
-def utf8(text: str, what: str = "the text") -> str:
-    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
-    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
-    take (and no output can print)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        ch = ord(text[e.start])
-        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
-        raise GlassformerError(
-            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
-            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
-        ) from None
-    return text
-
-
-def encode(
-    tok, text: str, cfg, room: int = 0, window: bool = False, what: str = "the text"
-) -> list[int]:
-    """Token ids of user text (`what` names it in a refusal), with the checks the engines expect
-    (valid UTF-8, never empty, never longer than max_len - room; with `window`, a decoder that
-    slides over its context, any length)."""
-    utf8(text, what)
-    if not text.strip():
-        raise GlassformerError(f"{what} is empty: give at least one word")
-    ids, unknown = tok.encode_for_model(text)
-    if not ids:
-        raise GlassformerError(f"{what} has no tokens: give at least one word")
-    if unknown:
-        shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-        note(f"{len(unknown)} unknown token(s) mapped to {tok.specials.get('unk')}: {shown}")
-    limit = cfg.max_len - room
-    if len(ids) > limit and not window:
-        raise GlassformerError(
-            f"{what} has {len(ids)} tokens but the model takes at most "
-            f"{limit} (max_len {cfg.max_len}); shorten it"
-        )
-    return ids
 
 
 # -- files --------------------------------------------------------------------------------------

@@ -5,33 +5,22 @@ forward pass of a model), printed as text or written as JSON, one HTML page or P
 from __future__ import annotations
 
 from glassformer import files
-from glassformer import reference as R
 from glassformer.cli import touch
 from glassformer.cli.common import (
     SEED,
-    bos,
     check_report_outputs,
-    class_names,
-    encode,
     integer,
     load_model,
     report_args,
-    utf8,
     write_outputs,
 )
-from glassformer.cli.decoding import (
-    choose_strategy,
-    decoding_args,
-    given_decoding_options,
-    max_new_tokens,
-    run_decoding,
-    stop_reason,
-)
+from glassformer.cli.decoding import decoding, decoding_args, given_decoding_options
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens
+from glassformer.inputs import utf8
 from glassformer.numerics import NonFiniteError, first_nonfinite
-from glassformer.tokenizer.display import display_kind, display_tokens
-from glassformer.trace import Trace, tracing
+from glassformer.tokenizer.display import display_tokens
+from glassformer.trace import Trace
 
 
 def add_parsers(sub) -> None:
@@ -146,10 +135,10 @@ def cmd_explain(args) -> int:
     _check_explain_flags(args)
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
-    cfg, params, tok = load_model(args.checkpoint)
-    _check_explain_options(args, cfg)
-    ids = encode(tok, args.text, cfg)
-    trace, out, tokens, gen, n_prompt = _traced_run(args, cfg, params, tok, ids)
+    m = load_model(args.checkpoint, engine="reference")
+    how = _check_explain_options(args, m.cfg)
+    run = m.run(args.text, target=args.target, decoding=how)
+    trace = run.trace
     found = first_nonfinite(trace)
     if args.find_nan:
         if found:
@@ -162,22 +151,22 @@ def cmd_explain(args) -> int:
             f"the model's values are non-finite (NaN or inf): they first appear at {found[0]} "
             f"({found[1]}, reference engine); explain --find-nan names only that step"
         )
-    meta = {"checkpoint": args.checkpoint, "input": args.text, "model": _model_line(cfg)}
+    meta = {"checkpoint": args.checkpoint, "input": args.text, "model": m.summary()}
     told = {
         "tokens": {
-            k: {"what": w, "ids": x, "pieces": tok.tokens(x)} for k, (w, x) in tokens.items()
+            k: {"what": w, "ids": x, "pieces": m.pieces(x)} for k, (w, x) in run.stacks.items()
         },
-        "result": explain_result(args, cfg, params, tok, out, tokens, gen, n_prompt),
+        "result": m.result(run),
     }
     if args.ablate or args.patch_from is not None:
-        told["interventions"] = _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt)
-    kind = display_kind(tok)
+        told["interventions"] = _touch(args, m, run)
+    kind = m.token_kind
     html = dict(
         title=f"glassformer explain: “{args.text}”",
         meta=meta,
-        vocab=tok.vocab,
-        params=params,
-        generation=gen,
+        vocab=m.tok.vocab,
+        params=m.params,
+        generation=run.generation,
         token_kind=kind,
         tokens=told["tokens"],
         result=told["result"],
@@ -217,92 +206,25 @@ def _check_explain_flags(args) -> None:
         raise GlassformerError("--patch-from is empty: give the text of the clean run")
 
 
-def _traced_run(args, cfg, params, tok, ids):
-    """The reference engine's run on the text (and the decoding the options ask for), traced:
-    (trace, output, {stack: (what, ids)}, the generation or None, tokens a generation starts
-    from)."""
-    gen, tokens = None, {}
-    n_prompt = 1 if cfg.arch == "encoder-decoder" else len(ids)  # what a generation starts from
-    if cfg.arch == "encoder-decoder":
-        if args.target is not None:
-            tgt = bos(tok) + encode(tok, args.target, cfg, room=1, what="--target")
-        else:
-            step = R.next_token_logits(params, cfg, ids)
-            gen = run_decoding(args, step, bos(tok), tok, cfg, params, ids)
-            tgt = gen.ids
-        tokens = {"encoder": ("the source text", ids), "decoder": ("the decoder's tokens", tgt)}
-        with tracing(labels={k: tok.tokens(x) for k, (_, x) in tokens.items()}) as trace:
-            out = R.forward(params, cfg, tgt, src_ids=ids)
-    elif cfg.arch == "decoder":
-        tokens = {"decoder": ("the text", ids)}
-        if args.max_new_tokens:
-            gen = run_decoding(args, R.next_token_logits(params, cfg), ids, tok, cfg, params)
-            tokens["decoder"] = ("the text and what was generated", gen.ids)
-        with tracing(labels={"decoder": tok.tokens(tokens["decoder"][1])}) as trace:
-            out = R.forward(params, cfg, tokens["decoder"][1])
-    else:
-        tokens = {"encoder": ("the text", ids)}
-        with tracing(labels={"encoder": tok.tokens(ids)}) as trace:
-            out = R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
-    return trace, out, tokens, gen, n_prompt
-
-
-def _model_line(cfg) -> str:
-    """The model in one line, for a report's header."""
-    n_layers = (
-        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
-        if cfg.arch == "encoder-decoder"
-        else max(cfg.n_encoder_layers, cfg.n_decoder_layers)
-    )
-    return (
-        f"{cfg.arch}, {n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads of "
-        f"{cfg.head_dim}, d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size}, {cfg.norm}-LN, "
-        f"{cfg.positions} positions"
-    )
-
-
-def _touch(args, cfg, params, tok, ids, tokens, gen, n_prompt) -> dict:
+def _touch(args, m, run) -> dict:
     """--ablate and --patch-from: the run beside the same run intervened on."""
-    if cfg.arch == "encoder":
-        raise GlassformerError(
-            "--ablate and --patch-from compare predicted tokens: this encoder predicts none; use "
-            "a decoder or an encoder-decoder model"
-        )
-    src = ids if cfg.arch == "encoder-decoder" else None
-    dec = tokens["decoder"][1]
     out = {}
     if args.ablate:
-        again = None
-        if gen is not None:
-            prompt = dec[:n_prompt]
-
-            def redo(step):
-                return run_decoding(args, step, prompt, tok, cfg, params, src, quiet=True)
-
-            again = touch.regenerator(cfg, params, tok, src, prompt, redo)
-        out["ablation"] = touch.ablation(args, cfg, params, tok, src, dec, again)
+        out["ablation"] = m.ablate(run, args.ablate)
     if args.patch_from is not None:
-        room = 1 if cfg.arch == "encoder-decoder" else 0
-        out["patching"] = touch.patching(
-            args,
-            cfg,
-            params,
-            tok,
-            src,
-            dec,
-            lambda t: encode(tok, t, cfg, room, what="--patch-from"),
-        )
+        out["patching"] = m.patch(run, args.patch_from)
     return out
 
 
-def _check_explain_options(args, cfg) -> None:
-    """Refuse an option that would do nothing for this model (before any work)."""
-    decoding = given_decoding_options(args)
+def _check_explain_options(args, cfg):
+    """Refuse an option that would do nothing for this model (before any work); the
+    Decoding the options ask for."""
+    given = given_decoding_options(args)
     if args.max_new_tokens is not None:
-        decoding.insert(0, "--max-new-tokens")
+        given.insert(0, "--max-new-tokens")
     if cfg.arch == "encoder":
-        for flag, given in (("--target", args.target is not None), *((d, True) for d in decoding)):
-            if given:
+        for flag, on in (("--target", args.target is not None), *((d, True) for d in given)):
+            if on:
                 raise GlassformerError(
                     f"{flag} does nothing for an encoder ({args.checkpoint} generates nothing); "
                     "drop it"
@@ -313,68 +235,17 @@ def _check_explain_options(args, cfg) -> None:
                 "--target is the decoder text of an encoder-decoder; for a decoder, put it in "
                 "TEXT (or generate it with --max-new-tokens N)"
             )
-        if decoding and args.max_new_tokens is None:
+        if given and args.max_new_tokens is None:
             raise GlassformerError(
-                f"{decoding[0]} chooses how to generate, and explain generates from a decoder "
+                f"{given[0]} chooses how to generate, and explain generates from a decoder "
                 "only with --max-new-tokens N; give it, or drop the option"
             )
-    elif args.target is not None and decoding:
+    elif args.target is not None and given:
         raise GlassformerError(
-            f"{decoding[0]} chooses how to generate the output, but --target gives it; drop one "
+            f"{given[0]} chooses how to generate the output, but --target gives it; drop one "
             "of them"
         )
-    choose_strategy(args)
-
-
-def explain_result(args, cfg, params, tok, out, tokens: dict, gen, n_prompt: int) -> dict:
-    """What the model made of the input, for the end of an explain report: the decoded output
-    text, the next token, the class with its probability, or the pooled embedding."""
-    kind = display_kind(tok)
-    if cfg.arch == "encoder":
-        if cfg.n_classes:
-            names = class_names(args.checkpoint, cfg)
-            probs = R.softmax(out)
-            k = int(probs.argmax())
-            return {
-                "kind": "class",
-                "class": k,
-                "label": names[k],
-                "probability": float(probs[k]),
-                "probabilities": dict(zip(names, map(float, probs), strict=True)),
-                "summary": f"class {names[k]} with probability {probs[k]:.4f}",
-            }
-        e = R.sentence_embedding(params, cfg, tokens["encoder"][1])
-        head = ", ".join(f"{v:+.4f}" for v in e[:6])
-        return {
-            "kind": "embedding",
-            "embedding": e.tolist(),
-            "summary": f"the pooled embedding (mean over the tokens, unit length): {len(e)} "
-            f"dims [{head}, ...]",
-        }
-    ids = tokens["decoder"][1]
-    if gen is not None:
-        text = tok.decode(ids[n_prompt:] if cfg.arch == "encoder-decoder" else ids)
-        why = stop_reason(
-            gen, n_prompt, max_new_tokens(args, cfg), args.max_new_tokens is None, cfg
-        )
-        return {
-            "kind": "text",
-            "ids": ids[n_prompt:],
-            "text": text,
-            "summary": f"“{text}” ({args.strategy}; {why})",
-        }
-    probs = R.softmax(out[-1])
-    k = int(probs.argmax())
-    word = display_tokens(tok.tokens([k]), kind)[0]
-    given = f"the target “{tok.decode(ids[1:])}” given; " if cfg.arch == "encoder-decoder" else ""
-    return {
-        "kind": "next token",
-        "id": k,
-        "token": tok.tokens([k])[0],
-        "probability": float(probs[k]),
-        "summary": f"{given}the most likely next token is “{word}” (id {k}) with probability "
-        f"{probs[k]:.4f}",
-    }
+    return decoding(args)
 
 
 def _indices(text: str | None, flag: str) -> list[int] | None:

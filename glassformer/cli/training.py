@@ -18,7 +18,6 @@ from glassformer.cli.common import (
     output_folder,
     overwrite_arg,
 )
-from glassformer.cli.decoding import note_cut
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
 
@@ -219,7 +218,8 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
     saved = T.saved_train_config(out)
     if saved.task != args.task:
         raise GlassformerError(f"{out} was trained with `train {saved.task}`; resume it so")
-    cfg, _, tokenizer = load_model(str(out))
+    m = load_model(str(out))
+    cfg, tokenizer = m.cfg, m.tok
     for item in model_sets:
         changed = cfg.override(item)
         if changed != cfg:
@@ -244,7 +244,8 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
 
 def _init_model(args, model_sets: list[str]):
     """(Config, params, tokenizer) of the --init checkpoint, as a run started from it has them."""
-    cfg, params, tokenizer = load_model(args.init)
+    m = load_model(args.init)
+    cfg, params, tokenizer = m.cfg, m.params, m.tok
     return (cfg.override(*model_sets) if args.task == "classify" else cfg), params, tokenizer
 
 
@@ -400,59 +401,6 @@ def _fmt(v) -> str:
 
 def cmd_eval(args) -> int:
     need_torch("eval")
-    import torch
-
-    from glassformer import data as D
-    from glassformer import metrics, numerics
-    from glassformer.inference import classify, translate_iter
-    from glassformer.torch_model import from_params
-
-    cfg, params, tok = load_model(args.checkpoint)
-    if args.beam is not None and cfg.arch != "encoder-decoder":
-        raise GlassformerError(
-            f"--beam is for translation; {args.checkpoint} is arch={cfg.arch!r}: drop it"
-        )
-    model = from_params(cfg, params, dtype=torch.float32).eval()
-    exact = {"decoder": "generate --engine reference", "encoder": "classify --engine reference"}
-    exact = exact.get(cfg.arch, "translate --dtype float64")
-    checks = dict(params=params, fix=f"eval runs in float32 only; {exact} computes in float64")
-    if cfg.arch == "decoder":
-        ids = torch.tensor(tok.encode(D.read_text(args.data)))
-        if args.limit:
-            ids = ids[: args.limit]
-        T, total, n = cfg.max_len, 0.0, 0
-        with torch.no_grad():
-            for i in range(0, len(ids) - 1, T):
-                x, y = ids[i : i + T][None], ids[i + 1 : i + T + 1][None]
-                x = x[:, : y.shape[1]]
-                logits = model(x)  # (1, T, V)
-                what = f"the logits of tokens {i + 1}-{i + x.shape[1]}"
-                describe = lambda _, w=what, x=x: (w, x[0].tolist(), None)  # noqa: E731
-                numerics.check(logits, describe, cfg=cfg, **checks)
-                loss = torch.nn.functional.cross_entropy(logits[0], y[0], reduction="sum")
-                total, n = total + loss.item(), n + y.numel()
-        print(
-            f"loss {total / n:.4f} perplexity {metrics.perplexity(total / n):.3f} "
-            f"({n} tokens, windows of {T})"
-        )
-        return 0
-    pairs = D.read_pairs(args.data)
-    if args.limit:
-        pairs = pairs[: args.limit]
-    if cfg.arch == "encoder-decoder":
-        cut: set[int] = set()  # pairs whose translation reached max_len before an end token
-        try:
-            srcs = [s for s, _ in pairs]
-            hyps = list(translate_iter(model, tok, srcs, args.beam or 4, cut=cut, **checks))
-        except numerics.NonFiniteError as e:
-            raise e.at(f"pair {e.row + 1}") from None
-        print(metrics.translation_scores(hyps, [t for _, t in pairs]).summary())
-        note_cut(cut, [f"pair {k}" for k in range(1, len(pairs) + 1)], cfg.max_len)
-        return 0
-    ex = D.language_id(pairs)
-    try:
-        pred = classify(model, tok, [s for s, _ in ex], **checks)
-    except numerics.NonFiniteError as e:
-        raise e.at(f"sentence {ex[e.row][0][:60]!r}") from None
-    print(f"accuracy {metrics.accuracy(pred, [y for _, y in ex]):.4f} ({len(ex)} sentences)")
+    m = load_model(args.checkpoint)
+    print(m.evaluate(args.data, beam=args.beam, limit=args.limit))
     return 0

@@ -35,7 +35,9 @@ LEGEND = "T tokens, S encoder tokens, C d_model, H heads, D head dim, F d_ff, V 
 
 @functools.cache
 def asset(name: str) -> str:
-    """The text of a front-end file shipped in the package (`assets/report.css`, `.js`)."""
+    """The text of a front-end file shipped in the package (`explain/assets/NAME`), read once:
+    the static report's style and scripts, and the explorer's page and files (`serve/app.py`
+    serves them from here)."""
     return (resources.files("glassformer.explain") / "assets" / name).read_text(encoding="utf-8")
 
 

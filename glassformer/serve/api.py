@@ -30,6 +30,7 @@ from glassformer.explain.select import Group, HeadNumbers, attention_maps, group
 from glassformer.serve import fidelity, generation, runs
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
 from glassformer.tokenizer.display import display_tokens
+from glassformer.trace import jsonable
 
 MAX_TEXT = 200_000  # characters of typed text (the request body is bounded before this)
 TILE_CELLS = 250_000  # a step's map of more cells is fetched tile by tile
@@ -159,24 +160,10 @@ def id_list(body: dict, name: str, vocab: int, max_len: int) -> list[int] | None
 # -- strict JSON ----------------------------------------------------------------------------------
 
 
-def strict(x):
-    """x with NaN/inf as strings and NumPy values as Python ones (json.dumps(allow_nan=False))."""
-    if isinstance(x, dict):
-        return {str(k): strict(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [strict(v) for v in x]
-    if isinstance(x, np.ndarray):
-        return strict(x.tolist())
-    if isinstance(x, np.generic):
-        x = x.item()
-    if isinstance(x, float) and not math.isfinite(x):
-        return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
-    return x
-
-
 def dumps(x) -> str:
-    """Strict JSON, ASCII only (\\u escapes: any text, even a lone surrogate, goes out)."""
-    return json.dumps(strict(x), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    """Strict JSON (`trace.jsonable`: NaN and infinities as strings), ASCII only (\\u escapes:
+    any text, even a lone surrogate, goes out)."""
+    return json.dumps(jsonable(x), ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 # -- the actions ----------------------------------------------------------------------------------
@@ -240,7 +227,7 @@ class Explorer:
         """A run: its tokens, what the model says, its steps (names only) and attention maps."""
         m, run = self.run(body)
         if "summary" not in run.extra:  # the same for every request of this run: made once
-            run.extra["summary"] = strict(self._summary(m, run))
+            run.extra["summary"] = jsonable(self._summary(m, run))
         cache = {"runs": len(self.cache), "mb": round(self.cache.bytes() / 2**20, 1)}
         return run.extra["summary"] | {"cache": cache}
 

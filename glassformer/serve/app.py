@@ -24,13 +24,11 @@ answering while a model runs. Nothing here prints; uvicorn logs warnings and err
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import logging
 import re
 import socket
-from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
@@ -41,17 +39,18 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
+from glassformer.explain.html_pieces import asset
 from glassformer.serve.api import Explorer, RequestError, dumps
 from glassformer.serve.sessions import NotFound, Unavailable
 
 log = logging.getLogger("uvicorn.error")
 
 MAX_BODY = 512 * 1024  # bytes of a request body
-ASSETS = {  # name -> (package, content type)
-    "report.css": ("glassformer.explain", "text/css; charset=utf-8"),
-    "heatmap.js": ("glassformer.explain", "text/javascript; charset=utf-8"),
-    "explorer.css": ("glassformer.explain", "text/css; charset=utf-8"),
-    "explorer.js": ("glassformer.explain", "text/javascript; charset=utf-8"),
+ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
+    "report.css": "text/css; charset=utf-8",
+    "heatmap.js": "text/javascript; charset=utf-8",
+    "explorer.css": "text/css; charset=utf-8",
+    "explorer.js": "text/javascript; charset=utf-8",
 }
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -136,11 +135,6 @@ class HostCheck:
         await self.app(scope, receive, send)
 
 
-@functools.cache
-def asset(name: str) -> bytes:
-    return (resources.files(ASSETS[name][0]) / "assets" / name).read_bytes()
-
-
 def json_response(data, status: int = 200) -> Response:
     return Response(dumps(data), status, media_type="application/json")
 
@@ -218,7 +212,7 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
 
     async def page(request: Request) -> Response:
         return Response(
-            asset_text("explorer.html"),
+            asset("explorer.html"),
             media_type="text/html; charset=utf-8",
             headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache"},
         )
@@ -227,9 +221,7 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
         name = request.path_params["name"]
         if name not in ASSETS:
             return error(404, f"no asset {name[:60]!r}")
-        return Response(
-            asset(name), media_type=ASSETS[name][1], headers={"Cache-Control": "no-cache"}
-        )
+        return Response(asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
 
     async def models(request: Request) -> Response:
         return json_response(explorer.models())
@@ -318,11 +310,6 @@ def _first(chunks):
         yield from chunks
 
     return all_chunks()
-
-
-@functools.cache
-def asset_text(name: str) -> str:
-    return (resources.files("glassformer.explain") / "assets" / name).read_text(encoding="utf-8")
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.model import Model
 from glassformer.serve.runs import Run
-from glassformer.serve.sessions import Fixed, Model
+from glassformer.serve.sessions import Fixed
 from glassformer.trace import tracing
 
 # The class of each family, and what of its output is compared with which step of the trace.
@@ -59,7 +60,7 @@ def _largest(pairs) -> dict:
 
 
 def torch_vs_reference(m: Model, run: Run) -> dict:
-    model = m.torch_model()
+    model = m.torch("float64")
     if model is None:
         return {"available": False, "note": "PyTorch is not installed: pip install torch"}
     import torch

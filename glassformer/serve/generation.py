@@ -1,14 +1,13 @@
 """Generation you can watch: greedy, sampling and beam search, every step recorded for the page.
 
 Greedy decoding and beam search are `glassformer.decode`'s own. Sampling is `decode.sample`'s
-algorithm written out so that the draw can be shown: at each step the distribution is
-`decode.filter_probs(logits, temperature, top_k, top_p)`, one uniform number u in [0, 1) is drawn
-from `numpy.random.default_rng(seed)`, and the token is the first whose cumulative probability (in
-vocabulary order) exceeds u. That is exactly what `Generator.choice(p=...)` does inside
-`decode.sample`, so the same seed gives the same tokens as `glassformer generate --seed` (a test
-holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
+loop written out so that each draw can be shown, with decode's two pieces of it: the distribution
+`decode.filter_probs(logits, temperature, top_k, top_p)` and the draw `decode.draw(q, rng)` (one
+uniform number u from `numpy.random.default_rng(seed)`, the token the first whose cumulative
+probability exceeds u), so the same seed gives the same tokens as `glassformer generate --seed`
+(a test holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
 
-Every step's logits are checked (`runs.step_function`, `numerics.checked_many`): NaN or infinity
+Every step's logits are checked (`Model.step`, `Model.many_step`): NaN or infinity
 stops generation with a `NonFiniteError` naming the token and the step where it starts.
 
 Deliberately not here: traces (each step's trace is a run of its context, `runs.make_run`).
@@ -20,10 +19,10 @@ import secrets
 
 import numpy as np
 
-from glassformer import decode, numerics
+from glassformer import decode
 from glassformer.errors import GlassformerError
-from glassformer.serve.runs import FIX, bos, encode, piece, step_function
-from glassformer.serve.sessions import Model
+from glassformer.model import Model
+from glassformer.serve.runs import piece
 from glassformer.tokenizer.display import display_token
 
 SHOWN = 10  # tokens listed per step
@@ -48,20 +47,19 @@ def generate(
     if not cfg.has_decoder:
         raise GlassformerError("this model has no decoder: it does not generate (an encoder)")
     if cfg.arch == "encoder-decoder":
-        src, _ = encode(m, text)
-        prompt = [bos(m)]
+        src, prompt = m.encode(text, unknown=[]), m.bos()
     else:
-        src, (prompt, _) = None, encode(m, text, room=1)
+        src, prompt = None, m.encode(text, room=1, unknown=[])
     if strategy == "beam" and beam_width > cfg.vocab_size:
         raise GlassformerError(
             f"beam width {beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
         )
-    step = step_function(m, src, len(prompt))
+    step = m.step(src, prompt_len=len(prompt))
     limits = dict(max_new_tokens=max_new_tokens, eos_id=tok.eos_id, max_len=cfg.max_len)
     out = {"strategy": strategy, "prompt": prompt, "src": src, "n_prompt": len(prompt)}
     with np.errstate(all="ignore"):
         if strategy == "beam":
-            many = _many_step(m, src, len(prompt))
+            many = m.many_step(src, prompt_len=len(prompt))
             r = decode.beam_search(
                 step, prompt, width=beam_width, length_penalty=length_penalty, step_many=many,
                 **limits,
@@ -85,20 +83,6 @@ def generate(
     out["text"] = tok.decode(new)
     out["stopped_at_eos"] = bool(new) and new[-1] == tok.eos_id
     return out
-
-
-def _many_step(m: Model, src, prompt_len: int):
-    model = m.decoding_model()
-    if model is None:
-        return None
-    from glassformer.torch_steps import many_step_fn
-
-    return numerics.checked_many(many_step_fn(model, src), m.params, m.cfg, prompt_len, src, FIX)
-
-
-def _softmax(z: np.ndarray) -> np.ndarray:
-    e = np.exp(z - z.max())
-    return e / e.sum()
 
 
 def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:
@@ -130,37 +114,34 @@ def _sample(m, step, prompt, temperature, top_k, top_p, seed, max_new_tokens, eo
             break
         logits = np.asarray(step(ids), dtype=np.float64)
         q = decode.filter_probs(logits, temperature, top_k, top_p)
-        cdf = np.cumsum(q)
-        cdf /= cdf[-1]
-        u = float(rng.random())  # what Generator.choice(len(q), p=q) draws
-        token = int(np.searchsorted(cdf, u, side="right"))
-        info = _step_info(m, ids, _softmax(logits), q, token)
-        info["draw"] = _draw(m, q, cdf, u, token)
+        d = decode.draw(q, rng)
+        info = _step_info(m, ids, decode.softmax(logits), q, d.token)
+        info["draw"] = _draw(m, q, d)
         steps.append(info)
-        ids.append(token)
-        if token == eos_id:
+        ids.append(d.token)
+        if d.token == eos_id:
             break
     return {"ids": ids, "steps": steps}
 
 
-def _draw(m: Model, q: np.ndarray, cdf: np.ndarray, u: float, token: int) -> dict:
+def _draw(m: Model, q: np.ndarray, d: decode.Draw) -> dict:
     """Where u fell: the kept tokens' segments [start, end) of [0, 1), in vocabulary order (the
-    order Generator.choice accumulates in); the likeliest SEGMENTS of them, the chosen always."""
+    order the draw accumulates in); the likeliest SEGMENTS of them, the chosen always."""
     kept = np.flatnonzero(q)
     shown = kept[np.argsort(-q[kept], kind="stable")[:SEGMENTS]]
-    shown = sorted({*map(int, shown), token})
+    shown = sorted({*map(int, shown), d.token})
     segs = []
     for i in shown:
-        start = float(cdf[i - 1]) if i > 0 else 0.0
+        start = float(d.cdf[i - 1]) if i > 0 else 0.0
         segs.append(
             {
                 "id": i,
                 "token": display_token(piece(m.tok, i), m.token_kind),
                 "start": start,
-                "end": float(cdf[i]),
+                "end": float(d.cdf[i]),
             }
         )
-    return {"u": u, "token": token, "segments": segs, "kept": int(kept.size)}
+    return {"u": d.u, "token": d.token, "segments": segs, "kept": int(kept.size)}
 
 
 def _tree(m: Model, r: decode.BeamResult, length_penalty: float, n_prompt: int) -> dict:

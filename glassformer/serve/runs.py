@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from glassformer import decode, numerics
 from glassformer import interventions as I
-from glassformer import numerics
-from glassformer import reference as R
 from glassformer.errors import GlassformerError
-from glassformer.serve.sessions import Fixed, Model
+from glassformer.model import Decoding, Model
+from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
-from glassformer.trace import Trace, tracing
+from glassformer.touch import check_finite
+from glassformer.trace import Trace
 
 TOP = 10  # next tokens listed beside a run
 
@@ -53,46 +54,6 @@ def piece(tok, i: int) -> str:
     return tok.vocab[i] if 0 <= i < len(tok.vocab) else f"#{i}"
 
 
-def encode(m: Model, text: str, room: int = 0) -> tuple[list[int], list[str]]:
-    """Token ids of typed text, checked as the engines expect (never empty, never too long)."""
-    if not text.strip():
-        raise GlassformerError("the text is empty: type at least one word")
-    ids, unknown = m.tok.encode_for_model(text)
-    if not ids:
-        raise GlassformerError("the text has no tokens: type at least one word")
-    limit = m.cfg.max_len - room
-    if len(ids) > limit:
-        raise GlassformerError(
-            f"the text has {len(ids)} tokens but this model takes at most {limit} "
-            f"(its context, max_len, is {m.cfg.max_len}); shorten it"
-        )
-    return ids, list(unknown)
-
-
-# What to do when only the decoding engine's lower precision overflows (`serve --dtype`).
-FIX = "start serve with --dtype float64"
-
-
-def step_function(m: Model, src: list[int] | None, prompt_len: int = 1):
-    """Next-token logits for decoding: the PyTorch engine (KV cache; float64 unless `serve
-    --dtype` says otherwise) when installed, else the reference engine; non-finite logits raise
-    a `NonFiniteError` (`numerics.checked`; prompt_len: where the new tokens start)."""
-    model = m.decoding_model()
-    if model is not None:
-        from glassformer.torch_steps import step_fn
-
-        step = step_fn(model, src)
-    else:
-        step = R.next_token_logits(m.params, m.cfg, src)
-    return numerics.checked(step, m.params, m.cfg, prompt_len, src, FIX)
-
-
-def bos(m: Model) -> int:
-    if m.tok.bos_id is None:
-        raise GlassformerError("the tokenizer has no start token (BOS) to start decoding from")
-    return m.tok.bos_id
-
-
 def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) -> Run:
     """The run of one input: see the module docstring. ids: decoder ids instead of the text's;
     target: an encoder-decoder's decoder ids (from BOS) instead of its greedy translation."""
@@ -100,51 +61,14 @@ def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) 
     if isinstance(m, Fixed):
         run = Run(model_id, "walkthrough", m.trace, None, [])
     else:
-        run = _model_run(model_id, m, text, ids, target)
+        translating = m.cfg.arch == "encoder-decoder"  # a decoder's run generates nothing
+        greedy = Decoding(max_new_tokens=m.cfg.max_len - 1) if translating else None
+        r = m.run(text, ids=ids, target=target, decoding=greedy, quiet=True)
+        check_finite(m, r)
+        run = Run(model_id, m.cfg.arch, r.trace, r.src, r.ids, r.unknown, r.logits, r.generation)
     run.elapsed_ms = (time.perf_counter() - start) * 1000
     run.nbytes = run.trace.nbytes  # what it holds: derived steps are recomputed, not kept
     return run
-
-
-def _model_run(model_id: str, m: Model, text: str, ids, target) -> Run:
-    cfg, p, tok = m.cfg, m.params, m.tok
-    unknown: list[str] = []
-    if cfg.arch == "encoder-decoder":
-        src, unknown = encode(m, text)
-        gen = None
-        if target is None:
-            from glassformer import decode
-
-            gen = decode.greedy(
-                step_function(m, src), [bos(m)], cfg.max_len - 1, tok.eos_id, cfg.max_len
-            )
-            target = gen.ids
-        labels = {"encoder": tok.tokens(src), "decoder": [piece(tok, i) for i in target]}
-        with np.errstate(all="ignore"), tracing(labels) as trace:
-            logits = R.forward(p, cfg, list(target), src_ids=src)
-        _check(m, logits, list(target), src)
-        return Run(model_id, cfg.arch, trace, src, list(target), unknown, logits, gen)
-    if cfg.arch == "decoder":
-        if ids is None:
-            ids, unknown = encode(m, text)
-        with np.errstate(all="ignore"), tracing({"decoder": [piece(tok, i) for i in ids]}) as tr:
-            logits = R.forward(p, cfg, list(ids))
-        _check(m, logits, list(ids))
-        return Run(model_id, cfg.arch, tr, None, list(ids), unknown, logits)
-    ids, unknown = encode(m, text)
-    with np.errstate(all="ignore"), tracing({"encoder": tok.tokens(ids)}) as trace:
-        logits = R.classify(p, cfg, ids) if cfg.n_classes else None
-        if not cfg.n_classes:
-            R.sentence_embedding(p, cfg, ids)
-    _check(m, logits if cfg.n_classes else trace["embedding"], ids)
-    return Run(model_id, cfg.arch, trace, list(ids), list(ids), unknown, logits)
-
-
-def _check(m: Model, out: np.ndarray, ids: list[int], src: list[int] | None = None) -> None:
-    """A run's output (logits, or an embedding) is finite, or a NonFiniteError naming where."""
-    embedding = m.cfg.arch == "encoder" and not m.cfg.n_classes
-    what = "the values of the embedding" if embedding else "the model's outputs"
-    numerics.check(np.asarray(out)[None], lambda _: (what, ids, src), m.params, m.cfg, FIX)
 
 
 def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
@@ -174,7 +98,7 @@ def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
 def top_tokens(m: Model, logits_row: np.ndarray, n: int = TOP, also=()) -> list[dict]:
     """The n most likely next tokens of one row of logits (and the ids in `also`)."""
     z = np.asarray(logits_row, dtype=np.float64)
-    probs = R.softmax(z)
+    probs = decode.softmax(z)
     order = [int(i) for i in np.argsort(-probs, kind="stable")[:n]]
     order += [int(i) for i in also if int(i) not in order]
     return [
@@ -202,21 +126,13 @@ def output(m: Model | Fixed, run: Run) -> dict:
         out["top"] = top_tokens(m, run.logits[0])  # the first word, after BOS
         return out
     if cfg.n_classes:
-        probs = R.softmax(run.logits)
+        probs = decode.softmax(run.logits)
         return {"kind": "class", "probs": [float(x) for x in probs], "label": int(probs.argmax())}
     e = run.trace["embedding"]
     return {"kind": "embedding", "dims": int(e.size), "first": [float(x) for x in e[:8]]}
 
 
 # -- interventions --------------------------------------------------------------------------------
-
-
-def _forward(m: Model, encoder_only: bool):
-    """An `interventions.Run` of the reference engine: input -> logits (T, V), or for an
-    encoder the encoder output (S, C)."""
-    if not encoder_only:
-        return I.reference_run(m.params, m.cfg)
-    return lambda ids: R.encode(m.params, m.cfg, list(ids))
 
 
 def _input(run: Run):
@@ -249,7 +165,7 @@ def intervene(m: Model, run: Run, heads: list[dict], how: str, source: Run | Non
     own outputs when patching): next tokens with their logits, the largest logit change, and,
     for an ablation, the greedy continuation or translation under it."""
     encoder_only = m.cfg.arch == "encoder"
-    forward = _forward(m, encoder_only)
+    forward = m.forward()
     fns = intervention_fns(m, run, heads, how, source)
     with np.errstate(all="ignore"):
         clean = forward(_input(run))
@@ -283,9 +199,8 @@ CONTINUE = 20  # tokens a decoder continues for, with and without an ablation
 def _continuations(m: Model, run: Run, fns: dict) -> dict:
     """Greedy text with and without the ablation: a decoder continues its prompt, an
     encoder-decoder translates anew. Full forward passes (the PyTorch engine when installed)."""
-    from glassformer import decode
 
-    model = m.decoding_model()
+    model = m.torch(m.dtype or "float64")
     forward = I.torch_run(model) if model is not None else I.reference_run(m.params, m.cfg)
     src = run.src if m.cfg.arch == "encoder-decoder" else None
 
@@ -297,7 +212,7 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
         return step
 
     if src is not None:
-        prompt, limit = [bos(m)], m.cfg.max_len - 1
+        prompt, limit = m.bos(), m.cfg.max_len - 1
     else:
         prompt, limit = list(run.ids), min(CONTINUE, m.cfg.max_len - len(run.ids))
     texts = {}
@@ -305,7 +220,7 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
         if limit < 1:
             texts[label] = ""
             continue
-        step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, FIX)
+        step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, m.fix)
         with np.errstate(all="ignore"):
             g = decode.greedy(step, prompt, limit, m.tok.eos_id, m.cfg.max_len)
         texts[label] = m.tok.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])

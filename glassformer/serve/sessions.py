@@ -3,7 +3,7 @@
 `Registry(paths)` lists the walkthroughs and the model folders the command line named, each
 under an id the server made (`char-lm`, `en-es`, ...). The browser only ever sends such an id:
 no path from a request reaches the file system. A model is loaded on first use (glassformer
-checkpoint or Hugging Face folder, through `loading.py`/`hf_dir.py`); a folder that cannot be
+checkpoint or Hugging Face folder, as a `glassformer.model.Model`); a folder that cannot be
 loaded keeps its error, which the page shows. `RunCache` keeps recent runs (their traces) under
 a bound on the bytes of their recorded values, least recently used out first, and computes a
 run once however many requests ask for it at the same time.
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from glassformer.errors import GlassformerError
+from glassformer.model import Model
 from glassformer.trace import Trace
 
 
@@ -30,61 +31,6 @@ class NotFound(GlassformerError):
 
 class Unavailable(GlassformerError):
     """A model the command line named that cannot be loaded; the message says why."""
-
-
-@dataclass
-class Model:
-    """A loaded model: config, float64 weights, tokenizer and how its tokens read."""
-
-    cfg: object
-    params: dict
-    tok: object
-    token_kind: str
-    family: str | None = None  # the Hugging Face model_type when it came from such a folder
-    path: Path | None = None
-    dtype: str = "float64"  # the PyTorch engine's precision for generation (`serve --dtype`)
-    _torch: object = None
-    _decoder: object = None
-    _made: dict = field(default_factory=dict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _gates: dict = field(default_factory=dict)  # one lock per object of `cached`
-
-    def torch_model(self):
-        """The PyTorch engine in float64 on these weights (made once), or None without torch."""
-        with self._lock:
-            if self._torch is None:
-                try:
-                    import torch
-
-                    from glassformer.torch_model import from_params
-                except ImportError:
-                    self._torch = False
-                else:
-                    self._torch = from_params(self.cfg, self.params, dtype=torch.float64).eval()
-            return self._torch or None
-
-    def decoding_model(self):
-        """The PyTorch engine that generates (decoding steps, continuations): the float64 one
-        of `torch_model`, or a float32 or int8 one as `dtype` says (made once); None without
-        torch. Traces and the fidelity badge always use float64."""
-        if self.dtype == "float64":
-            return self.torch_model()
-        with self._lock:
-            if self._decoder is None:
-                from glassformer.inference import torch_engine
-
-                self._decoder = torch_engine(self.cfg, self.params, self.dtype)
-            return self._decoder
-
-    def cached(self, name: str, make: Callable):
-        """A per-model object made once (the Hugging Face model of the fidelity badge, the
-        vocabulary made readable)."""
-        with self._lock:
-            gate = self._gates.setdefault(name, threading.Lock())
-        with gate:  # making one (a slow Hugging Face load) holds up nothing else
-            if name not in self._made:
-                self._made[name] = make()
-            return self._made[name]
 
 
 @dataclass
@@ -128,45 +74,15 @@ class Entry:
 
 def describe(m: Model) -> dict:
     cfg = m.cfg
-    layers = (
-        f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
-        if cfg.arch == "encoder-decoder"
-        else str(max(cfg.n_encoder_layers, cfg.n_decoder_layers))
-    )
     return {
         "arch": cfg.arch,
         "typing": True,
         "max_len": cfg.max_len,
         "vocab_size": cfg.vocab_size,
         "generates": cfg.has_decoder,
-        "summary": f"{cfg.arch}, {layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads of "
-        f"{cfg.head_dim}, d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size}, {cfg.norm}-LN, "
-        f"{cfg.positions} positions, context {cfg.max_len}",
+        "summary": f"{m.summary()}, context {cfg.max_len}",
         "source": f"Hugging Face {m.family}" if m.family else "glassformer checkpoint",
     }
-
-
-def load_folder(path: Path) -> Model:
-    """A glassformer checkpoint or Hugging Face folder with its tokenizer, checked."""
-    from glassformer import hf_dir, weights
-    from glassformer.tokenizer.display import display_kind
-
-    family = None
-    if hf_dir.is_hf_folder(path):
-        imported = hf_dir.load(path)
-        cfg, params, tok, family = (
-            imported.cfg,
-            imported.params,
-            imported.tokenizer,
-            imported.family,
-        )
-    else:
-        cfg, params, tok = weights.load(path)
-    if tok is None:
-        raise GlassformerError(
-            f"{path} has no tokenizer: text cannot be encoded; save the model with its tokenizer"
-        )
-    return Model(cfg, params, tok, display_kind(tok), family, path)
 
 
 def _walkthroughs() -> list[Entry]:
@@ -181,8 +97,8 @@ def _walkthroughs() -> list[Entry]:
         from glassformer.tokenizer import article_tokenizer
 
         cfg = preset("hello-world")
-        tok = article_tokenizer()
-        return Model(cfg, weights.init(cfg, seed=0, std=0.3), tok, tok.kind)
+        params = weights.init(cfg, seed=0, std=0.3)
+        return _explored(Model(cfg, params, article_tokenizer(), name="hello-world-model"))
 
     return [
         Entry(
@@ -259,13 +175,30 @@ class Registry:
             return e.loaded
 
 
+# What to do when only the decoding engine's lower precision overflows (`serve --dtype`).
+FIX = "start serve with --dtype float64"
+
+
+def _explored(m: Model) -> Model:
+    """A Model as the explorer uses it: its refusals of non-finite values say what `serve`
+    can change."""
+    m.fix = FIX
+    return m
+
+
 def _folder_loader(path: Path, dtype: str = "float64") -> Callable[[], Model]:
     def load() -> Model:
+        from glassformer.model import load as load_model
+
         if not path.is_dir():
             raise GlassformerError(f"{path} is not a folder (give a checkpoint or model folder)")
-        m = load_folder(path)
-        m.dtype = dtype
-        return m
+        m = load_model(path, dtype=dtype)
+        if m.tok is None:
+            raise GlassformerError(
+                f"{path} has no tokenizer: text cannot be encoded; save the model with its "
+                "tokenizer"
+            )
+        return _explored(m)
 
     return load
 

@@ -1,0 +1,153 @@
+"""A Model's text in, text out: `generate` (one text, or many: batched greedy on the PyTorch
+engine) and `translate` (sentences through an encoder-decoder, batched, yielded in input order).
+`Model.generate` / `Model.translate` call these; the work below them is `inference.py`'s.
+
+Deliberately not here: reading files, printing, progress bars (the command line's), the
+decoding strategies themselves (`decoding.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from glassformer import inference
+from glassformer.errors import GlassformerError, InputError
+from glassformer.numerics import NonFiniteError
+
+
+def one(m, text: str, decoding) -> str:
+    """One text: a decoder's continuation (the prompt included), an encoder-decoder's output."""
+    window = m.cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
+    ids = m.encode(text, window=window)
+    src, prompt = (ids, m.bos()) if m.cfg.arch == "encoder-decoder" else (None, ids)
+    out = m.decoded(prompt, src, decoding, window=window).ids
+    return m.decode(out[len(prompt) :] if src is not None else out)
+
+
+def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | None) -> list[str]:
+    """Every text decoded, one output each ("" for a blank one). Greedy on the torch engine:
+    batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise one
+    at a time. A refusal or non-finite logits name the text's place (`places`)."""
+    window = m.cfg.arch == "decoder"
+    places = places or [f"text {n + 1}" for n in range(len(texts))]
+    inputs = {}
+    for i, line in enumerate(texts):
+        if line.strip():
+            try:
+                inputs[i] = m.encode(line, window=window)
+            except GlassformerError as e:
+                raise type(e)(f"{places[i]}: {e}") from None
+    if not inputs:
+        raise InputError("nothing to generate: every text is blank")
+    model = m.torch(m.dtype or "float64")
+    try:
+        if model is not None and decoding.strategy == "greedy":
+            outs = _greedy(m, model, inputs, decoding, batch_size)
+        else:
+            outs = _one_by_one(m, inputs, decoding)
+    except NonFiniteError as e:  # its row: the text's index
+        raise e.at(places[e.row]) from None
+    if decoding.implied:
+        m.note(decoding.implied)
+    return [outs.get(i, "") for i in range(len(texts))]
+
+
+def _greedy(m, model, inputs: dict, decoding, batch_size: int) -> dict:
+    """Greedy outputs of many prompts, batched; shortest first, so that a batch pads little.
+    Non-finite logits: a NonFiniteError whose row is the text's index."""
+    cfg, tok = m.cfg, m.tok
+    order = sorted(inputs, key=lambda i: len(inputs[i]))
+    max_new, outs = decoding.max_new_tokens or cfg.max_len, {}
+    checks = dict(params=m.params, fix=m.fix)
+    for b0 in range(0, len(order), batch_size):
+        chunk = order[b0 : b0 + batch_size]
+        batch = [inputs[i] for i in chunk]
+        try:
+            if cfg.arch == "decoder":
+                pad = tok.pad_id or 0
+                new = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
+                texts = [m.decode(p + n) for p, n in zip(batch, new, strict=True)]
+            else:
+                limit = min(max_new, cfg.max_len - 1)  # the target's positions, BOS included
+                args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
+                texts = [m.decode(n) for n in inference.greedy_batch(model, batch, *args, **checks)]
+        except NonFiniteError as e:
+            raise NonFiniteError(str(e), chunk[e.row]) from None
+        outs.update(zip(chunk, texts, strict=True))
+    return outs
+
+
+def _one_by_one(m, inputs: dict, decoding) -> dict:
+    window, outs = m.cfg.arch == "decoder", {}
+    for i, ids in inputs.items():
+        src, prompt = (ids, m.bos()) if m.cfg.arch == "encoder-decoder" else (None, ids)
+        try:
+            out = m.decoded(prompt, src, decoding, window=window, quiet=True)
+        except NonFiniteError as e:
+            raise NonFiniteError(str(e), i) from None
+        outs[i] = m.decode(out.ids[len(prompt) :] if src is not None else out.ids)
+    return outs
+
+
+def translations(m, sentences: list[str], beam: int, n_best: int | None, dtype, places) -> Iterator:
+    """See `Model.translations`. Checked before any work: an encoder-decoder, the beam within
+    the vocabulary, n_best within the beam, every sentence encodable. A sentence whose
+    translation reached the decoder's max_len before an end token is named in a note."""
+    cfg = m.cfg
+    if cfg.arch != "encoder-decoder":
+        raise GlassformerError(
+            f"{m.name} is a {cfg.arch} model; translate needs an encoder-decoder"
+        )
+    if beam > cfg.vocab_size:
+        raise InputError(
+            f"--beam {beam} is more than the vocabulary ({cfg.vocab_size} tokens); use at "
+            "most the vocabulary size"
+        )
+    if n_best is not None and n_best > beam:
+        raise InputError(
+            f"--n-best {n_best} is more than the beam width {beam}: a beam keeps at "
+            f"most {beam} candidates; add --beam {n_best}"
+        )
+    if not sentences:
+        raise InputError("nothing to translate: give sentences or --input FILE")
+    places = places or [f"sentence {n + 1}" for n in range(len(sentences))]
+    for s, place in zip(sentences, places, strict=True):
+        try:
+            m.encode(s)
+        except GlassformerError as e:
+            raise type(e)(f"{place}: {e}") from None
+    model = m.torch(dtype or m.dtype or "float32")
+    if model is None:
+        raise GlassformerError(f"translate needs PyTorch, which is not installed: {_install()}")
+    return _translated(m, model, sentences, beam, n_best, places)
+
+
+def _translated(m, model, sentences, beam, n_best, places) -> Iterator:
+    cut: set[int] = set()  # sentences that reached max_len before an end token
+    checks = dict(cut=cut, params=m.params, fix="try --dtype float64")
+    if n_best:
+        results = inference.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
+    else:
+        results = inference.translate_iter(model, m.tok, sentences, beam=beam, **checks)
+    try:
+        yield from results
+    except NonFiniteError as e:  # its row: the sentence's index
+        raise e.at(places[e.row]) from None
+    if cut:
+        m.note(cut_note(cut, places, m.cfg.max_len))
+
+
+def cut_note(cut: set[int], places: list[str], max_len: int) -> str:
+    """The note naming the translations that reached the decoder's max_len before an end token
+    (`cut`: their indices into `places`, which name each sentence's place in the input)."""
+    named = "; ".join(places[i] for i in sorted(cut)[:5]) + ("; ..." if len(cut) > 5 else "")
+    return (
+        f"{len(cut)} of {len(places)} translation(s) reached the decoder's max_len {max_len} "
+        f"before an end token, so they may be cut short or repeat themselves ({named})"
+    )
+
+
+def _install() -> str:
+    from glassformer.errors import INSTALL_TORCH
+
+    return INSTALL_TORCH

@@ -1,0 +1,598 @@
+"""One loaded model and everything a user does with it: the Python API, and the one layer the
+command line (`cli/`) and the explorer (`serve/`) call.
+
+    import glassformer
+    m = glassformer.load("models/en-es")          # a checkpoint, a Hugging Face folder, a preset
+    m.translate("Hello world.")                   # what `glassformer translate` prints
+    run = m.run("Hello world.")                   # one traced forward pass (float64 reference)
+    run.trace["decoder.0.cross_attn.head0.A"]     # any intermediate, by name
+
+A `Model` holds the config, the float64 weights, the tokenizer, a classifier's class names and
+the engines it has built (the PyTorch engine per dtype, made once). Its methods give what the
+commands print, with the same defaults and the same refusals (a `GlassformerError` whose message
+is the command line's one line). Notes the commands print on stderr (an implied strategy, why a
+generation stopped, unknown tokens) go to `on_note` (the command line's `note`), or to
+`Model.notes` when none was given.
+
+Deliberately not here: argument parsing, HTTP, printing; the math (the engines), decoding
+(`decode.py`, `inference.py`, `generating.py`), touching (`touch.py`), rendering (`explain/`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from glassformer import inference, numerics, weights
+from glassformer import reference as R
+from glassformer.config import PRESETS, Config
+from glassformer.decode import Decoding, stop_reason
+from glassformer.decode import context_slid as _context_slid
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.touch import Run
+from glassformer.trace import Trace
+
+# What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
+FIX = "try --dtype float64 or --engine reference"
+ENGINES = ("auto", "reference", "torch")
+DTYPES = inference.DTYPES  # what the PyTorch engine runs inference in
+
+
+def check_dtype(dtype: str, engine: str = "auto") -> None:
+    """A dtype the PyTorch engine can run on this machine, with an engine that has one."""
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if engine == "reference":
+        raise InputError(
+            f"--dtype {dtype} sets the PyTorch engine's precision, and --engine reference "
+            "is NumPy float64: drop --dtype, or use --engine torch"
+        )
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise GlassformerError(f"--dtype {dtype} needs PyTorch: {INSTALL_TORCH}") from None
+    if dtype == "int8":
+        from glassformer.quantize import check_int8
+
+        check_int8()
+
+
+def load(
+    path_or_preset: str | Path,
+    *,
+    engine: str = "auto",
+    dtype: str | None = None,
+    seed: int | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Model:
+    """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
+    preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
+    hello-world, none for the others) as a `Model`.
+
+    engine: "auto" (PyTorch where the command line uses it, if installed), "torch" or
+    "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
+    generate, translate and the explorer's decoding (None: each method's command-line
+    default); on_note: where notes go (default: `Model.notes`)."""
+    from glassformer import hf_dir
+    from glassformer.tokenizer import article_tokenizer
+
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if dtype is not None:
+        check_dtype(dtype, engine)
+    p = Path(path_or_preset)
+    options = dict(engine=engine, dtype=dtype, on_note=on_note)
+    if str(path_or_preset) in PRESETS and not p.exists():
+        cfg = PRESETS[str(path_or_preset)]
+        tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None
+        params = weights.init(cfg, seed=0 if seed is None else seed)
+        return Model(cfg, params, tok, name=str(path_or_preset), **options)
+    if seed is not None:
+        raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
+    if hf_dir.is_hf_folder(p):
+        imported = hf_dir.load(p)
+        cfg, params, tok = imported.cfg, imported.params, imported.tokenizer
+        return Model(cfg, params, tok, path=p, family=imported.family, name=str(p), **options)
+    cfg, params, tok = weights.load(p)
+    labels = weights.load_labels(p, cfg)
+    return Model(cfg, params, tok, labels=labels, path=p, **options)
+
+
+class Model:
+    """A loaded model: see the module docstring. `load(...)` makes one."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        params: dict,
+        tok=None,
+        *,
+        labels: list[str] | None = None,
+        path: Path | None = None,
+        family: str | None = None,
+        name: str | None = None,
+        engine: str = "auto",
+        dtype: str | None = None,
+        on_note: Callable[[str], None] | None = None,
+    ):
+        self.cfg, self.params, self.tok = cfg, params, tok
+        self.labels = labels  # a classifier's class names as saved with it, or None
+        self.path, self.family = path, family  # family: the Hugging Face model_type, or None
+        self.name = name or (str(path) if path is not None else "model")
+        self.engine, self.dtype = engine, dtype
+        self.notes: list[str] = []
+        self.fix = FIX  # what a refusal of non-finite values from float32 or int8 suggests
+        self._on_note = on_note
+        self._engines: dict = {}
+        self._made: dict = {}
+        self._lock = threading.Lock()
+        self._gates: dict = {}
+
+    # -- what it is ------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        where = f"Hugging Face {self.family} " if self.family else ""
+        return f"<glassformer.Model {where}{self.name}: {self.summary()}>"
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        return (
+            f"<div><b>glassformer.Model</b> <code>{escape(self.name)}</code><br>"
+            f"{escape(self.summary())}</div>"
+        )
+
+    def summary(self) -> str:
+        """The model in one line (a report's header)."""
+        cfg = self.cfg
+        n_layers = (
+            f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
+            if cfg.arch == "encoder-decoder"
+            else max(cfg.n_encoder_layers, cfg.n_decoder_layers)
+        )
+        return (
+            f"{cfg.arch}, {n_layers} layers, d_model {cfg.d_model}, {cfg.n_heads} heads of "
+            f"{cfg.head_dim}, d_ff {cfg.d_ff}, vocabulary {cfg.vocab_size}, {cfg.norm}-LN, "
+            f"{cfg.positions} positions"
+        )
+
+    @property
+    def class_names(self) -> list[str]:
+        """A classifier's class names, else its class numbers ("0", "1", ...)."""
+        return self.labels or [str(k) for k in range(self.cfg.n_classes)]
+
+    @property
+    def token_kind(self) -> str:
+        """How this tokenizer's pieces read (`tokenizer.display.display_kind`)."""
+        from glassformer.tokenizer.display import display_kind
+
+        return self.cached("token_kind", lambda: display_kind(self.need_tokenizer()))
+
+    def _unknown_note(self, unknown: list[str]) -> None:
+        if unknown:
+            shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            self.note(
+                f"{len(unknown)} unknown token(s) mapped to {self.tok.specials.get('unk')}: {shown}"
+            )
+
+    def note(self, message: str) -> None:
+        if self._on_note is not None:
+            self._on_note(message)
+        elif message not in self.notes:
+            self.notes.append(message)
+
+    # -- text and tokens -------------------------------------------------------------------------
+
+    def need_tokenizer(self):
+        if self.tok is None:
+            raise GlassformerError(
+                f"checkpoint {self.name} has no {weights.TOKENIZER_FILE}: text cannot "
+                "be encoded; save it with its tokenizer"
+            )
+        return self.tok
+
+    def encode(
+        self,
+        text: str,
+        *,
+        room: int = 0,
+        window: bool = False,
+        what: str = "the text",
+        unknown: list | None = None,
+    ) -> list[int]:
+        """Token ids of user text (`what` names it in a refusal), with the checks the engines
+        expect: valid UTF-8, never empty, never longer than max_len - room (with `window`, a
+        decoder that slides over its context, any length). Unknown pieces go to `unknown`
+        when given, else into a note."""
+        from glassformer.inputs import utf8
+
+        tok = self.need_tokenizer()
+        if not isinstance(text, str):
+            raise InputError(f"{what} must be a str, got {type(text).__name__}")
+        utf8(text, what)
+        if not text.strip():
+            raise InputError(f"{what} is empty: give at least one word")
+        ids, missing = tok.encode_for_model(text)
+        if not ids:
+            raise InputError(f"{what} has no tokens: give at least one word")
+        if unknown is not None:
+            unknown.extend(missing)
+        else:
+            self._unknown_note(missing)
+        limit = self.cfg.max_len - room
+        if len(ids) > limit and not window:
+            raise InputError(
+                f"{what} has {len(ids)} tokens but the model takes at most "
+                f"{limit} (max_len {self.cfg.max_len}); shorten it"
+            )
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        """Token ids -> text, as the tokenizer joins them."""
+        return self.need_tokenizer().decode(list(ids))
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Each id's raw vocabulary piece (`#id` without a tokenizer: a preset's model)."""
+        if self.tok is None:
+            return [f"#{i}" for i in ids]
+        return self.tok.tokens(list(ids))
+
+    def readable(self, ids: list[int]) -> list[str]:
+        """Each id's piece as a person reads it (a space shown as ␣, a byte as <0x0A>)."""
+        from glassformer.tokenizer.display import display_tokens
+
+        if self.tok is None:
+            return self.pieces(ids)
+        return display_tokens(self.pieces(ids), self.token_kind)
+
+    def tokens(self, text: str) -> list[str]:
+        """The readable tokens of `text`."""
+        return self.readable(self.encode(text, window=True))
+
+    def bos(self) -> list[int]:
+        """The start token a decoding begins from, as a one-token prompt."""
+        if self.need_tokenizer().bos_id is None:
+            raise GlassformerError(
+                "the tokenizer has no start token (SOS/BOS) to start decoding from"
+            )
+        return [self.tok.bos_id]
+
+    # -- engines ---------------------------------------------------------------------------------
+
+    def torch(self, dtype: str = "float64"):
+        """The PyTorch engine on these weights in `dtype` for inference (made once per dtype),
+        or None when torch is not installed and this model's engine is "auto"."""
+        if self.engine == "reference":
+            return None
+        with self._lock:
+            if dtype not in self._engines:
+                try:
+                    import torch  # noqa: F401
+                except ImportError:
+                    if self.engine == "torch":
+                        raise GlassformerError(
+                            f"--engine torch needs PyTorch: {INSTALL_TORCH}"
+                        ) from None
+                    self._engines[dtype] = None
+                else:
+                    self._engines[dtype] = inference.torch_engine(self.cfg, self.params, dtype)
+            return self._engines[dtype]
+
+    def cached(self, name: str, make: Callable):
+        """A per-model object made once, however many threads ask at the same time (the
+        explorer's Hugging Face model of the fidelity badge, the readable vocabulary)."""
+        with self._lock:
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:  # making one (a slow load) holds up nothing else
+            if name not in self._made:
+                self._made[name] = make()
+            return self._made[name]
+
+    def step(
+        self,
+        src: list[int] | None = None,
+        *,
+        prompt_len: int = 1,
+        window: bool = False,
+        dtype: str | None = None,
+        reference: bool = False,
+        fix=...,
+    ):
+        """Next-token logits for decoding (ids -> (V,)): the PyTorch engine with its KV cache
+        when this model's engine allows (and not `reference`), else the reference engine;
+        non-finite logits raise a `NonFiniteError` naming where they start (prompt_len: where
+        the new tokens start)."""
+        model = None if reference else self.torch(dtype or self.dtype or "float64")
+        if model is not None:
+            from glassformer.torch_steps import step_fn
+
+            step = step_fn(model, src, window=window)
+        else:
+            step = R.next_token_logits(self.params, self.cfg, src, window=window)
+        fix = self.fix if fix is ... else fix  # None: no advice (the float64 engine is exact)
+        return numerics.checked(step, self.params, self.cfg, prompt_len, src, fix)
+
+    def forward(self):
+        """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
+        ids)) -> logits (T, V); for an encoder, ids -> the encoder output (S, C)."""
+        from glassformer import interventions as I
+
+        if self.cfg.arch != "encoder":
+            return I.reference_run(self.params, self.cfg)
+        return lambda ids: R.encode(self.params, self.cfg, list(ids))
+
+    def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):
+        """Batched next-token logits (hypotheses -> (n, V)) for beam search on the PyTorch
+        engine's KV cache, checked as `step` is; None without the PyTorch engine."""
+        model = self.torch(self.dtype or "float64")
+        if model is None:
+            return None
+        from glassformer.torch_steps import many_step_fn
+
+        return numerics.checked_many(
+            many_step_fn(model, src), self.params, self.cfg, prompt_len, src, self.fix
+        )
+
+    # -- decoding --------------------------------------------------------------------------------
+
+    def decoded(
+        self,
+        prompt: list[int],
+        src: list[int] | None = None,
+        decoding: Decoding | None = None,
+        *,
+        window: bool = False,
+        step=None,
+        quiet: bool = False,
+    ):
+        """Greedy, sampling or beam search from `prompt` as `decoding` says: a
+        `decoding.Generation` or `BeamResult`. window: the step slides over a decoder's
+        context (only max_new_tokens bounds the length); step: the step function (default
+        `self.step`); a note says why it stopped (unless quiet)."""
+        cfg, decoding = self.cfg, decoding or Decoding()
+        max_new = decoding.max_new_tokens or cfg.max_len
+        if decoding.strategy == "beam" and decoding.beam_width > cfg.vocab_size:
+            raise InputError(
+                f"--beam-width {decoding.beam_width} is more than the vocabulary "
+                f"({cfg.vocab_size} tokens); use at most the vocabulary size"
+            )
+        if step is None:
+            step = self.step(src, prompt_len=len(prompt), window=window)
+        result = inference.run_decoding(
+            step,
+            prompt,
+            max_new_tokens=max_new,
+            eos_id=self.need_tokenizer().eos_id,
+            max_len=None if window else cfg.max_len,
+            strategy=decoding.strategy,
+            temperature=decoding.temperature,
+            top_k=decoding.top_k,
+            top_p=decoding.top_p,
+            seed=decoding.seed,
+            beam_width=decoding.beam_width,
+            length_penalty=decoding.length_penalty,
+        )
+        if not quiet:
+            if decoding.implied:
+                self.note(decoding.implied)
+            n_new = len(result.ids) - len(prompt)
+            if window and len(result.ids) > cfg.max_len:
+                self.note(_context_slid(len(prompt), n_new, decoding.max_new_tokens, cfg))
+            self.note(stop_reason(result, len(prompt), decoding, cfg))
+        return result
+
+    def generate(
+        self,
+        text: str | list[str],
+        *,
+        max_new_tokens: int | None = None,
+        strategy: str | None = None,
+        decoding: Decoding | None = None,
+        batch_size: int = 32,
+        places: list[str] | None = None,
+        **options,
+    ) -> str | list[str]:
+        """What `glassformer generate` prints: a decoder continues the text (the output
+        includes it), an encoder-decoder decodes from BOS with the text as its source. A list
+        gives one output each (greedy on the torch engine: batched, the same tokens as one at a
+        time); `places` names each in errors ("FILE, line 3"). options: temperature, top_k,
+        top_p, seed, beam_width, length_penalty (STRATEGY_RULE), or all of them as `decoding`."""
+        from glassformer import generating
+
+        if self.cfg.arch == "encoder":
+            raise GlassformerError("an encoder-only model does not generate; use `explain`")
+        if decoding is None:
+            decoding = Decoding.settle(strategy, max_new_tokens, **options)
+        if isinstance(text, str):
+            return generating.one(self, text, decoding)
+        return generating.many(self, list(text), decoding, batch_size, places)
+
+    def translate(
+        self,
+        text: str | list[str],
+        *,
+        beam: int = 4,
+        n_best: int | None = None,
+        dtype: str | None = None,
+        places: list[str] | None = None,
+    ):
+        """What `glassformer translate` prints: one sentence -> its translation; a list ->
+        one each; with n_best, each sentence's list of `inference.Candidate`s (best first)."""
+        one = isinstance(text, str)
+        out = list(self.translations([text] if one else list(text), beam, n_best, dtype, places))
+        return out[0] if one else out
+
+    def translations(
+        self,
+        sentences: list[str],
+        beam: int = 4,
+        n_best: int | None = None,
+        dtype: str | None = None,
+        places: list[str] | None = None,
+    ) -> Iterator:
+        """The translations of `sentences`, yielded in input order as soon as each is known
+        (batched; beam search when beam > 1). Every sentence is checked before any work."""
+        from glassformer import generating
+
+        return generating.translations(self, sentences, beam, n_best, dtype, places)
+
+    # -- encoders --------------------------------------------------------------------------------
+
+    def embed(self, text: str | list[str], *, engine: str | None = None) -> np.ndarray:
+        """Sentence embeddings: unit vectors (C,) for one text, (N, C) for a list, as `glassformer
+        embed` computes them (torch float32 by default, the reference engine in float64)."""
+        if not self.cfg.has_encoder:
+            raise GlassformerError(f"embed needs an encoder; {self.name} is arch={self.cfg.arch!r}")
+        texts = [text] if isinstance(text, str) else list(text)
+        ids = [self.encode(t) for t in texts]
+        engine = engine or ("reference" if self.engine == "reference" else "torch")
+        try:
+            E = inference.embed(self.cfg, self.params, ids, engine, fix="try --engine reference")
+        except numerics.NonFiniteError as e:
+            raise e.at(f"text {e.row + 1}") from None
+        return E[0] if isinstance(text, str) else E
+
+    def class_probabilities(self, ids: list[list[int]], *, engine: str | None = None):
+        """(N, n_classes) class probabilities of encoded texts (`classify`'s numbers)."""
+        self.need_classifier()
+        engine = engine or self.engine
+        fix = "try --engine reference"
+        return inference.class_probabilities(self.cfg, self.params, ids, engine, fix=fix)
+
+    def classify(self, text: str | list[str], *, engine: str | None = None, places=None):
+        """What `glassformer classify --json` gives per text: {label, class, probability,
+        probabilities by class name} (a list of them for a list; `places` names each text in
+        a refusal of non-finite values)."""
+        self.need_classifier()
+        texts = [text] if isinstance(text, str) else list(text)
+        ids = [self.encode(t) for t in texts]
+        places = places or [f"text {n + 1}" for n in range(len(texts))]
+        try:
+            probs = self.class_probabilities(ids, engine=engine)
+        except numerics.NonFiniteError as e:
+            raise e.at(places[e.row]) from None
+        out = [self.class_result(p) for p in probs]
+        return out[0] if isinstance(text, str) else out
+
+    def class_result(self, probs: np.ndarray) -> dict:
+        names = self.class_names
+        k = int(np.argmax(probs))
+        return {
+            "label": names[k],
+            "class": k,
+            "probability": float(probs[k]),
+            "probabilities": dict(zip(names, map(float, probs), strict=True)),
+        }
+
+    def need_classifier(self) -> None:
+        cfg = self.cfg
+        if cfg.arch != "encoder" or not cfg.n_classes:
+            what = f"an {cfg.arch}" if cfg.arch != "decoder" else "a decoder"
+            hint = "; for an encoder without one use `embed`" if cfg.arch == "encoder" else ""
+            raise GlassformerError(
+                f"classify needs an encoder with a classifier (n_classes > 0); {self.name} is "
+                f"{what}{' without a classifier' if cfg.arch == 'encoder' else ''}{hint}"
+            )
+
+    def evaluate(self, data: str, *, beam: int | None = None, limit: int | None = None) -> str:
+        """What `glassformer eval` prints: loss and perplexity (a decoder), BLEU and chrF (an
+        encoder-decoder) or accuracy (a classifier) on `data` (`evaluating.py`)."""
+        from glassformer.evaluating import evaluate
+
+        return evaluate(self, data, beam, limit)
+
+    # -- looking inside --------------------------------------------------------------------------
+
+    def run(
+        self,
+        text: str | None = None,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> Run:
+        """One traced forward pass of the reference engine (float64, every step) on `text`
+        (or on decoder `ids`), as `explain` runs it. An encoder-decoder reads the text as its
+        source and the decoder `target` (text, or ids from BOS), or by default what `decoding`
+        generates (greedy); a decoder also generates when decoding.max_new_tokens is given."""
+        from glassformer import touch
+
+        return touch.traced_run(self, text, ids, target, decoding, quiet)
+
+    def trace(self, text: str | None = None, **kwargs) -> Trace:
+        """The trace of `run(text, ...)`: every intermediate, by name."""
+        return self.run(text, **kwargs).trace
+
+    def result(self, run: Run) -> dict:
+        """What the model made of the run's input (the end of an explain report): the decoded
+        text, the next token, the class with its probability, or the pooled embedding."""
+        from glassformer import touch
+
+        return touch.result(self, run)
+
+    def ablate(self, text: str | Run, names: list[str], **kwargs) -> dict:
+        """`explain --ablate`: per position the prediction with and without the named heads,
+        sublayers or steps zeroed (and the output generated again under the ablation). text:
+        the input, or a Run already made (kwargs: `run`'s)."""
+        from glassformer import touch
+
+        run = text if isinstance(text, Run) else self.run(text, **kwargs)
+        return touch.ablation(self, run, [names] if isinstance(names, str) else list(names))
+
+    def patch(self, text: str | Run, clean: str, **kwargs) -> dict:
+        """`explain --patch-from CLEAN`: how much of the clean run's logit difference each
+        head restores when patched into the run on `text` (or a Run already made)."""
+        from glassformer import touch
+
+        return touch.patching(
+            self, text if isinstance(text, Run) else self.run(text, **kwargs), clean
+        )
+
+    def intervene(self, fns: dict):
+        """A context in which both engines' taps apply `fns` ({name: fn}, `interventions`)."""
+        from glassformer.trace import intervene
+
+        return intervene(fns)
+
+    def lens(self, text: str, **kwargs) -> dict:
+        """`glassformer lens --json`: the logit lens (and direct logit attribution with dla=)."""
+        from glassformer import touch
+
+        return touch.lens(self, text, **kwargs)
+
+    def attribute(self, text: str, **kwargs) -> dict:
+        """`glassformer attribute --json`: each predicted token's logit shared among inputs."""
+        from glassformer import touch
+
+        return touch.attribute(self, text, **kwargs)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def save(self, path: str | Path, *, dtype: str = "float32", overwrite: bool = False) -> Path:
+        """A glassformer checkpoint folder (config.json, model.safetensors, tokenizer.json,
+        labels.json); an existing folder is replaced only with overwrite=True."""
+        weights.save(
+            path, self.cfg, self.params, tokenizer=self.tok, dtype=dtype, labels=self.labels,
+            overwrite=overwrite,
+        )  # fmt: skip
+        return Path(path)
+
+    def export_hf(self, path: str | Path, *, overwrite: bool = False) -> tuple[str, Path]:
+        """A Hugging Face folder of the matching family: (family, folder)."""
+        from glassformer import hf_dir
+
+        return hf_dir.export(path, self.cfg, self.params, self.tok, overwrite=overwrite)
+
+
+def with_params(m: Model, params: dict) -> Model:
+    """The same model with other weights (e.g. snapshots averaged)."""
+    other = Model.__new__(Model)
+    other.__dict__ = dict(m.__dict__, params=params, _engines={}, _made={})
+    return other
+
+
+__all__ = ["load", "Model", "Run", "Decoding"]
