@@ -1,5 +1,5 @@
 """Benchmark: beam search translation, batched (`inference.translate`: many sentences, each with
-its beams, in one KV cache) against one sentence at a time (`decode.beam_search` over the torch
+its beams, in one KV cache) against one sentence at a time (`decoding.beam_search` over the torch
 engine's step functions, as `translate` did before), sentences per second, measured alternately
 in one process. The shipped `models/en-es` (float32), beam 4, the 1,000 `eng-spa-valid` sources.
 Target: the batched path translates >= 5x the sentences per second.
@@ -22,7 +22,7 @@ from _harness import alternate
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # time this checkout's glassformer, not an installed one
 
-from glassformer import decode, weights  # noqa: E402
+from glassformer import decoding, weights  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
 from glassformer.inference import torch_engine, translate  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
@@ -37,7 +37,7 @@ def one_at_a_time(model, tok, sentences: list[str], beam: int) -> list[str]:
     with torch.no_grad():
         for s in sentences:
             src = tok.encode(s)[: cfg.max_len] or [tok.unk_id or 0]
-            r = decode.beam_search(
+            r = decoding.beam_search(
                 step_fn(model, src),
                 [tok.bos_id],
                 cfg.max_len - 1,

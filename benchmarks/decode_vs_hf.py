@@ -15,7 +15,7 @@ import warnings
 import torch
 from _harness import alternate, hf_greedy, random_gpt2, report
 
-from glassformer.decode import greedy
+from glassformer.decoding import greedy
 from glassformer.inference import torch_engine
 from glassformer.torch_steps import step_fn
 

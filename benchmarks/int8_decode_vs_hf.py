@@ -24,7 +24,7 @@ from _harness import alternate, hf_greedy, random_gpt2, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
-from glassformer.decode import greedy  # noqa: E402
+from glassformer.decoding import greedy  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
 

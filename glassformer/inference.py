@@ -5,8 +5,8 @@ evaluation, the explorer): build the PyTorch engine in a dtype (float64, float32
 `quantize.py`), choose an engine's step function, run a decoding strategy over it, continue many
 decoder prompts at once (batched greedy, left-padded into one KV cache), translate sentences
 (batched greedy, or batched beam search: many sentences' hypotheses in one shared KV cache, each
-sentence searched by its own `decode.Beam`; its n-best list if asked), embed and classify.
-`decode.py` below it knows nothing of engines; this module joins the two.
+sentence searched by its own `decoding.Beam`; its n-best list if asked), embed and classify.
+`decoding.py` below it knows nothing of engines; this module joins the two.
 
 Every function here that returns numbers checks them (`numerics.check`: one isfinite per step
 or batch) and raises a `NonFiniteError` naming the input and the step where NaN or infinity
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glassformer import decode, numerics
+from glassformer import decoding, numerics
 from glassformer import reference as R
 from glassformer.errors import INSTALL_TORCH, GlassformerError
 
@@ -83,14 +83,14 @@ def run_decoding(
     beam_width: int = 4,
     length_penalty: float = 1.0,
 ):
-    """Greedy, sampling or beam search (`strategy`): a `decode.Generation` or `BeamResult`."""
+    """Greedy, sampling or beam search (`strategy`): a `decoding.Generation` or `BeamResult`."""
     limits = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, max_len=max_len)
     if strategy == "beam":
-        return decode.beam_search(
+        return decoding.beam_search(
             step, prompt, width=beam_width, length_penalty=length_penalty, **limits
         )
     if strategy == "sample":
-        return decode.sample(
+        return decoding.sample(
             step,
             prompt,
             temperature=temperature,
@@ -99,7 +99,7 @@ def run_decoding(
             seed=seed,
             **limits,
         )
-    return decode.greedy(step, prompt, **limits)
+    return decoding.greedy(step, prompt, **limits)
 
 
 def translate(
@@ -218,7 +218,7 @@ def _decoded(
     fix=None,
 ):
     """translate_iter's work: each sentence's generated ids (or, with keep_beams, its whole
-    `decode.BeamResult`, by beam search even at width 1), in input order."""
+    `decoding.BeamResult`, by beam search even at width 1), in input order."""
     cfg = model.cfg
     limit = max_len or cfg.max_len
     window = window or 8 * batch_size
@@ -329,7 +329,7 @@ def greedy_prompts(
     fix: str | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of many decoder prompts at once: each row's new ids, as
-    `decode.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
+    `decoding.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
     (EOS included when reached; with window False, no row grows past max_len).
 
     The prompts are left-padded into one batch with one KV cache: padding is never attended to,
@@ -397,14 +397,14 @@ def beam_batch(
     *,
     params: dict | None = None,
     fix: str | None = None,
-) -> list[decode.BeamResult]:
-    """Beam search for many source sequences at once, each a `decode.Beam` of its own.
+) -> list[decoding.BeamResult]:
+    """Beam search for many source sequences at once, each a `decoding.Beam` of its own.
 
     The KV cache holds one row per live hypothesis of every unfinished sentence. Each step runs
     the decoder once on the rows' last tokens, takes each row's `width` best tokens (`_top`),
     lets every sentence's Beam keep its best candidates, then reorders the cache rows to follow
     the surviving hypotheses (finished sentences drop out). Per sentence the result is
-    `decode.beam_search` over the same model, up to floating-point rounding. Non-finite logits
+    `decoding.beam_search` over the same model, up to floating-point rounding. Non-finite logits
     of a hypothesis raise `numerics.NonFiniteError` (row: its sentence's index in srcs).
     """
     import torch
@@ -413,7 +413,8 @@ def beam_batch(
 
     device = next(model.parameters()).device
     beams = [
-        decode.Beam([bos_id], max_new_tokens, eos_id, width, length_penalty, max_len) for _ in srcs
+        decoding.Beam([bos_id], max_new_tokens, eos_id, width, length_penalty, max_len)
+        for _ in srcs
     ]
     live = [i for i, b in enumerate(beams) if not b.done]  # sentences with rows in the cache
     if not live:
@@ -457,7 +458,7 @@ def beam_batch(
 
 def _top(logits, width: int):
     """Each row's `width` best tokens and their log-probabilities, best first with ties to the
-    lower id (as `decode.top_tokens`): (n, width) NumPy arrays, float64.
+    lower id (as `decoding.top_tokens`): (n, width) NumPy arrays, float64.
 
     The choice is made on the logits themselves (the log-softmax keeps their order), by
     `_topk_blocks`; topk does not promise an order among equal values, so a row with a tie among

@@ -4,7 +4,7 @@ params dict, each refused with one `InputError` that says what was wrong and wha
 Both engines call these before any work (the reference engine on NumPy arrays; the PyTorch
 engine on its batched tensors, with one min/max reduction per tensor of ids and no other read of
 the values, so that the batched fast path stays fast), so the math itself trusts its inputs and
-stays as the articles write it. Decoding's own numbers are checked in `decode.py`.
+stays as the articles write it. Decoding's own numbers are checked in `decoding.py`.
 
 Deliberately not here: the math, and file formats (`weights.check` checks a checkpoint's tensors,
 values included).

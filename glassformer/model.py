@@ -15,7 +15,7 @@ generation stopped, unknown tokens) go to `on_note` (the command line's `note`),
 `Model.notes` when none was given.
 
 Deliberately not here: argument parsing, HTTP, printing; the math (the engines), decoding
-(`decode.py`, `inference.py`, `generating.py`), touching (`touch.py`), rendering (`explain/`).
+(`decoding.py`, `inference.py`, `generating.py`), touching (`touch.py`), rendering (`explain/`).
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 from glassformer import inference, numerics, weights
 from glassformer import reference as R
 from glassformer.config import PRESETS, Config
-from glassformer.decode import Decoding, stop_reason
-from glassformer.decode import context_slid as _context_slid
+from glassformer.decoding import Decoding, stop_reason
+from glassformer.decoding import context_slid as _context_slid
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.touch import Run
 from glassformer.trace import Trace
@@ -322,7 +322,7 @@ class Model:
 
         if self.cfg.arch != "encoder":
             return I.reference_run(self.params, self.cfg)
-        return lambda ids: R.encode(self.params, self.cfg, list(ids))
+        return lambda ids: R.encoder(self.params, self.cfg, list(ids))
 
     def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):
         """Batched next-token logits (hypotheses -> (n, V)) for beam search on the PyTorch

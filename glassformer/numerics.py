@@ -70,7 +70,7 @@ def origin(
     fix: what to do when it stays finite (the overflow is in a lower precision than float64)."""
     with np.errstate(all="ignore"), tracing() as trace:
         if cfg.arch == "encoder":
-            R.classify(params, cfg, ids) if cfg.n_classes else R.encode(params, cfg, ids)
+            R.classify(params, cfg, ids) if cfg.n_classes else R.encoder(params, cfg, ids)
         else:
             R.forward(params, cfg, ids, src_ids=src_ids)
     found = first_nonfinite(trace)

@@ -21,7 +21,7 @@ import numpy as np
 
 from glassformer import inputs
 from glassformer.config import Config
-from glassformer.decode import softmax as stable_softmax
+from glassformer.decoding import softmax as stable_softmax
 from glassformer.errors import InputError
 from glassformer.trace import scope, tap
 
@@ -34,7 +34,7 @@ def softmax(x: np.ndarray, axis: int = -1, naive: bool = False) -> np.ndarray:
     """softmax(x)_i = exp(x_i) / Σ_j exp(x_j), row by row.
 
     The stable form subtracts the row max first (same result, no overflow); a row that is entirely
-    -inf (every position masked) gives zeros, not NaN. It is `decode.softmax`, the package's one
+    -inf (every position masked) gives zeros, not NaN. It is `decoding.softmax`, the package's one
     softmax (decoding may import no engine, so the definition lives there). `naive=True` is the
     Random Transformer's exp(x) / Σ exp(x), which overflows to NaN for large scores: kept to show
     why.
@@ -330,7 +330,7 @@ def _decoder_call(p: Params, cfg: Config, fn: str, src_ids) -> None:
     inputs.params(p, cfg)
 
 
-def encode(p: Params, cfg: Config, ids, valid=None, types=None):
+def encoder(p: Params, cfg: Config, ids, valid=None, types=None):
     """The encoder stack: embed, then n_encoder_layers blocks. ids (S,) -> memory (S, C).
 
     valid (S,) bool marks real tokens: padded keys are never attended to. types (S,): token
@@ -349,7 +349,7 @@ def encode(p: Params, cfg: Config, ids, valid=None, types=None):
         return tap("output", _final_norm(p, "encoder", X, cfg))
 
 
-def decode(p: Params, cfg: Config, ids, memory=None, memory_valid=None):
+def decoder(p: Params, cfg: Config, ids, memory=None, memory_valid=None):
     """The decoder stack under a causal mask, attending to `memory` if given. ids (T,) -> (T, C)."""
     inputs.params(p, cfg)
     ids = inputs.token_ids(ids, cfg, "decoder")
@@ -382,8 +382,8 @@ def forward(p: Params, cfg: Config, ids, src_ids=None, src_valid=None):
     _decoder_call(p, cfg, "forward", src_ids)
     memory = None
     if cfg.arch == "encoder-decoder":
-        memory = encode(p, cfg, src_ids, src_valid)
-    logits = lm_logits(p, cfg, decode(p, cfg, ids, memory, src_valid))
+        memory = encoder(p, cfg, src_ids, src_valid)
+    logits = lm_logits(p, cfg, decoder(p, cfg, ids, memory, src_valid))
     # Only looked at, never computed on: computed when asked for (a trace recomputes the
     # probabilities from the recorded logits when they are read).
     tap("probs", lambda: softmax(logits), derive=("logits", softmax))
@@ -400,7 +400,7 @@ def classify(p: Params, cfg: Config, ids, valid=None):
             f"classify() needs arch='encoder' with n_classes > 0 (this one is arch={cfg.arch!r}, "
             f"n_classes {cfg.n_classes}); use forward() or sentence_embedding()"
         )
-    H = encode(p, cfg, ids, valid)  # (S, C)
+    H = encoder(p, cfg, ids, valid)  # (S, C)
     keep = np.ones(len(ids), bool) if valid is None else np.asarray(valid, bool)
     pooled = tap("pooled", H[keep].sum(axis=0) / max(int(keep.sum()), 1))  # (C,); none: zeros
     logits = tap("logits", linear(pooled, p["classifier.weight"], p.get("classifier.bias")))
@@ -416,24 +416,24 @@ def sentence_embedding(p: Params, cfg: Config, ids, types=None):
             f"sentence_embedding() needs a model with an encoder (this one is arch={cfg.arch!r}); "
             "use forward() for a decoder's logits"
         )
-    H = encode(p, cfg, ids, types=types)  # (S, C)
+    H = encoder(p, cfg, ids, types=types)  # (S, C)
     pooled = tap("pooled", H.mean(axis=0))  # (C,)
     return tap("embedding", pooled / max(np.linalg.norm(pooled), 1e-12))  # (C,)
 
 
 def next_token_logits(p: Params, cfg: Config, src_ids=None, window: bool = False):
-    """A step function for `decode`: decoder ids so far -> logits of the next token (V,).
+    """A step function for `decoding`: decoder ids so far -> logits of the next token (V,).
 
     The encoder runs once; the decoder is recomputed in full at every step (no cache here).
     window: past max_len ids, the decoder reads only the last max_len of them, at positions
     0 .. max_len-1 (a sliding window, as GPT-2-style models generate past their context).
     """
     _decoder_call(p, cfg, "next_token_logits", src_ids)
-    memory = encode(p, cfg, src_ids) if cfg.arch == "encoder-decoder" else None
+    memory = encoder(p, cfg, src_ids) if cfg.arch == "encoder-decoder" else None
 
     def step(ids):
         if window:
             ids = ids[-cfg.max_len :]
-        return lm_logits(p, cfg, decode(p, cfg, ids, memory))[-1]
+        return lm_logits(p, cfg, decoder(p, cfg, ids, memory))[-1]
 
     return step

@@ -13,7 +13,7 @@ Its forms, all declared here: training, `Transformer(cfg, dropout=p)` (weights d
 in `MultiHeadAttention.qkv_t`); int8, `quantize.int8(model)` (`Int8Linear` in the linear slots
 and, for a tied head, in `Transformer.output_head`).
 
-Deliberately not here: decoding loops (`decode.py`; the step functions that bind this engine to
+Deliberately not here: decoding loops (`decoding.py`; the step functions that bind this engine to
 them, `torch_steps.py`; batched greedy translation in `inference.py`), checkpoint files
 (`weights.py`), training. It never imports the reference engine; their contract is the parity test.
 

@@ -1,6 +1,6 @@
-"""Step functions: the PyTorch engine seen by `decode`'s loops.
+"""Step functions: the PyTorch engine seen by `decoding`'s loops.
 
-`step_fn(model)` turns a `torch_model.Transformer` into what `decode.greedy`, `sample` and
+`step_fn(model)` turns a `torch_model.Transformer` into what `decoding.greedy`, `sample` and
 `beam_search` call: ids so far -> next-token logits (V,) in float64, through the KV cache (each
 hypothesis grows a copy of its parent's cache; cached tensors are never modified in place), or
 over a sliding window past max_len. `many_step_fn(model)` scores equal-length hypotheses in one
@@ -15,7 +15,7 @@ from glassformer.torch_model import KVCache, Transformer
 
 
 def step_fn(model: Transformer, src_ids=None, use_cache: bool = True, window: bool = False):
-    """A `decode` step function over one sequence: ids so far -> next-token logits (V,) float64.
+    """A `decoding` step function over one sequence: ids so far -> next-token logits (V,) float64.
 
     With the cache, a call whose ids extend a sequence seen at the previous length runs only the
     new token on a copy of that sequence's cache (beam hypotheses share their parents' caches;

@@ -19,7 +19,7 @@ import numpy as np
 from glassformer import interventions as I
 from glassformer import numerics
 from glassformer import reference as R
-from glassformer.decode import Decoding
+from glassformer.decoding import Decoding
 from glassformer.errors import InputError
 from glassformer.trace import Trace, intervene, tracing
 
@@ -92,7 +92,7 @@ def traced_run(m, text, ids, target, decoding, quiet):
         if cfg.n_classes:
             out = logits = R.classify(m.params, cfg, ids)
         else:
-            out, logits = R.encode(m.params, cfg, ids), None
+            out, logits = R.encoder(m.params, cfg, ids), None
             R.sentence_embedding(m.params, cfg, ids)
     return Run(trace, ids, ids, out, logits, None, len(ids), unknown, stacks, decoding)
 
@@ -108,7 +108,7 @@ def check_finite(m, run) -> None:
 
 def result(m, run) -> dict:
     """See `Model.result`."""
-    from glassformer.decode import stop_reason
+    from glassformer.decoding import stop_reason
 
     cfg = m.cfg
     if cfg.arch == "encoder":
@@ -329,7 +329,7 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
         )
     if target is not None:
         return ids, m.bos() + m.encode(target, room=1, what="--target")
-    from glassformer.decode import greedy
+    from glassformer.decoding import greedy
 
     step = m.step(ids, reference=True, fix=None)
     gen = greedy(step, m.bos(), m.cfg.max_len - 1, m.tok.eos_id, m.cfg.max_len)
@@ -399,7 +399,7 @@ def attribute(
     import torch
 
     from glassformer import attribution
-    from glassformer.decode import greedy
+    from glassformer.decoding import greedy
     from glassformer.torch_model import from_params
     from glassformer.torch_steps import step_fn
 

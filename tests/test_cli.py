@@ -301,12 +301,12 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     assert err.count("\n") == 1 and "2 of 3 translation(s) reached the decoder's max_len 64" in err
     assert f"(sentence 1; {f}, line 3)" in err
     code, out, err = run(capsys, "translate", str(en_es), "Hello!", "--beam", "1")
-    from glassformer import decode
+    from glassformer import decoding
     from glassformer import reference as R
 
     step = R.next_token_logits(params, cfg, tok.encode("Hello!"))  # the float64 oracle
     limits = dict(max_new_tokens=cfg.max_len - 1, eos_id=tok.eos_id, max_len=cfg.max_len)
-    oracle = tok.decode(decode.greedy(step, [tok.bos_id], **limits).ids[1:])
+    oracle = tok.decode(decoding.greedy(step, [tok.bos_id], **limits).ids[1:])
     assert (code, out, err) == (0, oracle + "\n", "")
     (tmp_path / "pairs.tsv").write_text(f"Hello!\t¡Hola!\n{never}\thola\n")
     code, out, err = run(capsys, "eval", str(en_es), "--data", str(tmp_path / "pairs.tsv"))

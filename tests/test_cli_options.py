@@ -12,7 +12,7 @@ import pytest
 from glassformer import reference as R
 from glassformer.cli import main
 from glassformer.cli.decoding import STRATEGY_RULE
-from glassformer.decode import beam_search, sample
+from glassformer.decoding import beam_search, sample
 
 
 def run(capsys, *argv):

@@ -11,7 +11,7 @@ import pytest
 from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
-from glassformer.decode import beam_search, draw, filter_probs, greedy, sample
+from glassformer.decoding import beam_search, draw, filter_probs, greedy, sample
 from glassformer.errors import GlassformerError
 
 
@@ -67,7 +67,7 @@ def test_same_seed_same_sample(model_step):
 
 
 def test_a_draw_takes_the_token_generator_choice_takes():
-    """decode.draw (what sample and the explorer draw with) takes, from the same generator, the
+    """decoding.draw (what sample and the explorer draw with) takes, from the same generator, the
     token numpy's Generator.choice(len(p), p=p) takes: a seed samples what it always sampled,
     and the u it reports lies in the chosen token's segment of the cumulative distribution."""
     rng = np.random.default_rng(0)
@@ -158,7 +158,7 @@ def test_beam_search_matches_exhaustive_search():
 
 
 def test_length_penalty_counts_generated_tokens_only():
-    from glassformer.decode import Hypothesis
+    from glassformer.decoding import Hypothesis
 
     h = Hypothesis(ids=[9, 9, 9, 1, 2], logprob=-4.0, n_generated=2)
     assert h.score(1.0) == pytest.approx(-2.0)  # the 3 prompt tokens do not count
@@ -180,7 +180,7 @@ def test_beam_stops_at_eos_and_length():
 
 def test_beam_steps_one_at_a_time(model_step):
     """Driving `Beam` by hand is `beam_search`; `parents` names each live hypothesis's prefix."""
-    from glassformer.decode import Beam, _log_softmax, top_tokens
+    from glassformer.decoding import Beam, _log_softmax, top_tokens
 
     for eos, penalty in ((None, 1.0), (3, 0.6), (5, 1.0)):
         beam = Beam([1], 9, eos, width=3, length_penalty=penalty, max_len=12)

@@ -22,7 +22,7 @@ import math
 import numpy as np
 import pytest
 
-from glassformer import decode
+from glassformer import decoding
 from glassformer import reference as R
 
 D = decimal.Decimal
@@ -85,12 +85,12 @@ def _close(got, want, what):
 def test_log_softmax_and_softmax_at_extreme_logits_are_exact(name):
     z = np.array(EXTREME[name])
     logp, p = exact_log_softmax(z), exact_softmax(z)
-    _close(decode._log_softmax(z), logp, "decode._log_softmax")
+    _close(decoding._log_softmax(z), logp, "decoding._log_softmax")
     with np.errstate(divide="ignore"):  # log 0 = -inf for the masked token
-        _close(np.log(decode.softmax(z)), np.log(p), "decode.softmax")
+        _close(np.log(decoding.softmax(z)), np.log(p), "decoding.softmax")
     for name_, got in (
-        ("decode.softmax", decode.softmax(z)),
-        ("decode.filter_probs", decode.filter_probs(z)),
+        ("decoding.softmax", decoding.softmax(z)),
+        ("decoding.filter_probs", decoding.filter_probs(z)),
         ("reference.softmax", R.softmax(z)),
     ):
         _close(got, p, name_)
@@ -122,15 +122,15 @@ def test_log_softmax_over_a_gpt2_vocabulary_equals_float128():
     finite = np.isfinite(x)
     lse = np.log(np.exp(x[finite] - x[finite].max()).sum()) + x[finite].max()
     want = np.where(finite, x - lse, -np.inf).astype(np.float64)
-    _close(decode._log_softmax(z), want, "decode._log_softmax")
+    _close(decoding._log_softmax(z), want, "decoding._log_softmax")
     w = z.copy()
     w[123] = 50.0  # no dominant token: many probabilities of every size
     x = w.astype(np.longdouble)
     lse = np.log(np.exp(x[finite] - x[finite].max()).sum()) + x[finite].max()
     want = np.where(finite, x - lse, -np.inf).astype(np.float64)
-    _close(decode._log_softmax(w), want, "decode._log_softmax")
+    _close(decoding._log_softmax(w), want, "decoding._log_softmax")
     p = np.exp(x - lse).astype(np.float64)
-    for name_, f in (("decode", decode.softmax), ("reference", R.softmax)):
+    for name_, f in (("decode", decoding.softmax), ("reference", R.softmax)):
         np.testing.assert_allclose(f(w), p, rtol=1e-13, atol=1e-300, err_msg=name_)
 
 
@@ -149,15 +149,15 @@ def test_beam_search_and_greedy_do_not_see_a_shift_of_the_logits():
 
         return f
 
-    want = decode.beam_search(step(0.0), [1], 5, eos_id=0, width=3, length_penalty=0.6)
+    want = decoding.beam_search(step(0.0), [1], 5, eos_id=0, width=3, length_penalty=0.6)
     for shift in (1e4, -1e4, 1e6):
-        got = decode.beam_search(step(shift), [1], 5, eos_id=0, width=3, length_penalty=0.6)
+        got = decoding.beam_search(step(shift), [1], 5, eos_id=0, width=3, length_penalty=0.6)
         assert [h.ids for h in got.ranked] == [h.ids for h in want.ranked], shift
         np.testing.assert_allclose(
             [h.logprob for h in got.ranked], [h.logprob for h in want.ranked], rtol=1e-9
         )
-    g = decode.greedy(step(1e4), [1], 5)
-    np.testing.assert_allclose(g.chosen_probs, decode.greedy(step(0.0), [1], 5).chosen_probs)
+    g = decoding.greedy(step(1e4), [1], 5)
+    np.testing.assert_allclose(g.chosen_probs, decoding.greedy(step(0.0), [1], 5).chosen_probs)
 
 
 # -- 2. sampling frequencies: chi-square against the filtered softmax computed here -------------
@@ -244,7 +244,7 @@ def test_sampling_frequencies_fit_the_filtered_softmax(case):
     T, k, p = case
     z = np.log(P0)
     q = oracle_filter(z, T, k, p)
-    g = decode.sample(lambda ids: z, [0], DRAWS, temperature=T, top_k=k, top_p=p, seed=2024)
+    g = decoding.sample(lambda ids: z, [0], DRAWS, temperature=T, top_k=k, top_p=p, seed=2024)
     counts = np.bincount(g.new_ids, minlength=len(z))
     assert len(g.new_ids) == DRAWS
     assert counts[q == 0].sum() == 0, (counts, q)
@@ -259,7 +259,7 @@ def test_sampling_frequencies_fit_the_filtered_softmax(case):
 def test_filter_probs_equals_the_oracle(case):
     T, k, p = case
     z = np.log(P0)
-    np.testing.assert_allclose(decode.filter_probs(z, T, k, p), oracle_filter(z, T, k, p), 1e-12)
+    np.testing.assert_allclose(decoding.filter_probs(z, T, k, p), oracle_filter(z, T, k, p), 1e-12)
 
 
 # -- 3. beam search: exhaustive enumeration and a brute-force k-best search ---------------------
@@ -337,7 +337,7 @@ def test_a_wide_beam_finds_the_best_sequence_by_the_documented_score(penalty):
     return the best of all complete sequences, with its exact log-probability and score."""
     for table in TABLES:
         want = max(complete_sequences(), key=lambda s: documented_score(table, s, penalty))
-        r = decode.beam_search(
+        r = decoding.beam_search(
             table_step(table), PROMPT, STEPS, EOS, width=V**STEPS, length_penalty=penalty
         )
         assert r.ids == want, penalty
@@ -376,7 +376,7 @@ def test_beam_width_k_is_the_brute_force_k_best_search(penalty):
     for table in TABLES:
         for width in (1, 2, 3):
             want, finished = k_best_oracle(table, width, penalty)
-            r = decode.beam_search(
+            r = decoding.beam_search(
                 table_step(table), PROMPT, STEPS, EOS, width=width, length_penalty=penalty
             )
             assert r.ids == want, (penalty, width)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from table import Case, case_id, check_case, snapshot
 
-from glassformer import decode, errors, loading, preset, weights
+from glassformer import decoding, errors, loading, preset, weights
 from glassformer import reference as R
 from glassformer.cli import main
 from glassformer.config import Config
@@ -161,31 +161,31 @@ api(
 )
 api(
     "encode id -1",
-    lambda t: R.encode(P["enc"], ENC, [1, -1]),
+    lambda t: R.encoder(P["enc"], ENC, [1, -1]),
     InputError,
     "encoder ids: id -1 is out of range; this model has 20",
 )
 api(
     "encode valid of 3 for 2",
-    lambda t: R.encode(P["enc"], ENC, [1, 2], valid=[1, 1, 0]),
+    lambda t: R.encoder(P["enc"], ENC, [1, 2], valid=[1, 1, 0]),
     InputError,
     "valid must be 2 flags",
 )
 api(
     "encode types without types",
-    lambda t: R.encode(P["enc"], ENC, [1, 2], types=[0, 1]),
+    lambda t: R.encoder(P["enc"], ENC, [1, 2], types=[0, 1]),
     InputError,
     "no token types",
 )
 api(
     "encode type 2 of 2",
-    lambda t: R.encode(P["bert"], BERT, [1, 2], types=[0, 2]),
+    lambda t: R.encoder(P["bert"], BERT, [1, 2], types=[0, 2]),
     InputError,
     "types: id 2 is out of range",
 )
 api(
     "encode types of 1 for 2",
-    lambda t: R.encode(P["bert"], BERT, [1, 2], types=[0]),
+    lambda t: R.encoder(P["bert"], BERT, [1, 2], types=[0]),
     InputError,
     "types must be one per token",
 )
@@ -353,7 +353,7 @@ api(
 for n in (-5, 0):
     api(
         f"greedy max_new_tokens {n}",
-        lambda t, n=n: decode.greedy(GOOD_STEP, [1], n),
+        lambda t, n=n: decoding.greedy(GOOD_STEP, [1], n),
         InputError,
         f"max_new_tokens must be at least 1, got {n}",
         cli=[*GEN, "--max-new-tokens", str(n)],
@@ -362,7 +362,7 @@ for n in (-5, 0):
 for n in (2.5, True, "3"):
     api(
         f"greedy max_new_tokens {n!r}",
-        lambda t, n=n: decode.greedy(GOOD_STEP, [1], n),
+        lambda t, n=n: decoding.greedy(GOOD_STEP, [1], n),
         InputError,
         "max_new_tokens must be at least 1",
     )
@@ -374,70 +374,70 @@ for prompt, match in [
 ]:
     api(
         f"greedy prompt {prompt!r}",
-        lambda t, p=prompt: decode.greedy(GOOD_STEP, p, 3),
+        lambda t, p=prompt: decoding.greedy(GOOD_STEP, p, 3),
         InputError,
         match,
     )
 api(
     "greedy step not a function",
-    lambda t: decode.greedy(np.zeros(3), [1], 3),
+    lambda t: decoding.greedy(np.zeros(3), [1], 3),
     InputError,
     "step must be a function",
 )
 api(
     "greedy over forward's (T, V)",
-    lambda t: decode.greedy(lambda ids: R.forward(P["dec"], DEC, ids), [1, 2], 3),
+    lambda t: decoding.greedy(lambda ids: R.forward(P["dec"], DEC, ids), [1, 2], 3),
     InputError,
     r"returned logits of shape \(2, 12\); it must return the next token's logits",
 )
 api(
     "greedy NaN logits",
-    lambda t: decode.greedy(step_of([0.0, np.nan, 1.0]), [1], 3),
+    lambda t: decoding.greedy(step_of([0.0, np.nan, 1.0]), [1], 3),
     InputError,
     "non-finite logits",
 )
 api(
     "sample all -inf logits",
-    lambda t: decode.sample(step_of([-np.inf] * 3), [1], 3, seed=0),
+    lambda t: decoding.sample(step_of([-np.inf] * 3), [1], 3, seed=0),
     InputError,
     "all -inf",
 )
 api(
     "greedy eos -1",
-    lambda t: decode.greedy(GOOD_STEP, [1], 3, eos_id=-1),
+    lambda t: decoding.greedy(GOOD_STEP, [1], 3, eos_id=-1),
     InputError,
     "eos_id must be",
 )
 api(
     "greedy max_len 0",
-    lambda t: decode.greedy(GOOD_STEP, [1], 3, max_len=0),
+    lambda t: decoding.greedy(GOOD_STEP, [1], 3, max_len=0),
     InputError,
     "max_len must be an integer >= 1",
 )
 for value in (0.0, -1.0, float("nan"), float("inf")):
     api(
         f"sample temperature {value}",
-        lambda t, v=value: decode.sample(GOOD_STEP, [1], 3, temperature=v),
+        lambda t, v=value: decoding.sample(GOOD_STEP, [1], 3, temperature=v),
         InputError,
         f"temperature must be a finite number > 0, got {value}",
         cli=[*SAMPLE, "--temperature", str(value)],
     )
 api(
     "filter_probs temperature 0",
-    lambda t: decode.filter_probs(np.zeros(3), 0),
+    lambda t: decoding.filter_probs(np.zeros(3), 0),
     InputError,
     "temperature must be a finite number > 0",
 )
 api(
     "sample temperature text",
-    lambda t: decode.sample(GOOD_STEP, [1], 3, temperature="hot"),
+    lambda t: decoding.sample(GOOD_STEP, [1], 3, temperature="hot"),
     InputError,
     "temperature must be",
 )
 for value in (0, -5):
     api(
         f"sample top_k {value}",
-        lambda t, v=value: decode.sample(GOOD_STEP, [1], 3, top_k=v),
+        lambda t, v=value: decoding.sample(GOOD_STEP, [1], 3, top_k=v),
         InputError,
         f"top_k must be >= 1, got {value}",
         cli=[*SAMPLE, "--top-k", str(value)],
@@ -446,7 +446,7 @@ for value in (0, -5):
 for value in (0.0, 1.5, float("nan")):
     api(
         f"sample top_p {value}",
-        lambda t, v=value: decode.sample(GOOD_STEP, [1], 3, top_p=v),
+        lambda t, v=value: decoding.sample(GOOD_STEP, [1], 3, top_p=v),
         InputError,
         r"top_p must be in \(0, 1\]",
         cli=[*SAMPLE, "--top-p", str(value)],
@@ -455,14 +455,14 @@ for value in (0.0, 1.5, float("nan")):
 for value in (-1, 2**32):
     api(
         f"sample seed {value}",
-        lambda t, v=value: decode.sample(GOOD_STEP, [1], 3, seed=v),
+        lambda t, v=value: decoding.sample(GOOD_STEP, [1], 3, seed=v),
         InputError,
         r"seed must be an integer in \[0, 2\*\*32\)",
         cli=[*SAMPLE, "--seed", str(value)],
     )
 api(
     "beam width 0",
-    lambda t: decode.beam_search(GOOD_STEP, [1], 3, None, width=0),
+    lambda t: decoding.beam_search(GOOD_STEP, [1], 3, None, width=0),
     InputError,
     "beam width must be >= 1, got 0",
     cli=[*BEAM, "--beam-width", "0"],
@@ -470,7 +470,7 @@ api(
 for value in (float("nan"), float("inf"), -float("inf")):
     api(
         f"beam length_penalty {value}",
-        lambda t, v=value: decode.beam_search(GOOD_STEP, [1], 3, None, length_penalty=v),
+        lambda t, v=value: decoding.beam_search(GOOD_STEP, [1], 3, None, length_penalty=v),
         InputError,
         f"length_penalty must be a finite number, got {value}",
         cli=[*BEAM, f"--length-penalty={value}"],
@@ -478,11 +478,11 @@ for value in (float("nan"), float("inf"), -float("inf")):
     )
 api(
     "beam max_new_tokens -1",
-    lambda t: decode.beam_search(GOOD_STEP, [1], -1, None),
+    lambda t: decoding.beam_search(GOOD_STEP, [1], -1, None),
     InputError,
     "max_new_tokens must be at least 1",
 )
-api("Beam width 0", lambda t: decode.Beam([1], 3, None, width=0), InputError, "beam width")
+api("Beam width 0", lambda t: decoding.Beam([1], 3, None, width=0), InputError, "beam width")
 
 # -- the trace, interventions, Config
 
@@ -799,19 +799,21 @@ def test_filter_probs_is_softmax_of_logits_over_T(T):
         np.array([0.0, 1e-290, -1e-290, 5.0 - 1e-15, 5.0]),
         np.array([1e8, -1e8, 3e7, 1e8 - 1.0]),
     ):
-        got = decode.filter_probs(z, T)
+        got = decoding.filter_probs(z, T)
         np.testing.assert_allclose(got, _decimal_softmax(z, T), rtol=1e-12, atol=1e-300)
         assert np.isfinite(got).all() and abs(got.sum() - 1) < 1e-12
 
 
 def test_a_tiny_temperature_splits_ties_as_its_limit_does():
-    np.testing.assert_allclose(decode.filter_probs([1.0, 3.0, 3.0, 2.0], 1e-300), [0, 0.5, 0.5, 0])
+    np.testing.assert_allclose(
+        decoding.filter_probs([1.0, 3.0, 3.0, 2.0], 1e-300), [0, 0.5, 0.5, 0]
+    )
 
 
 def test_sampled_tokens_carry_the_probability_filter_probs_gives():
     z = np.array([0.3, 2.0, -1.0, 1.5])
-    g = decode.sample(step_of(z), [0], 5, temperature=0.7, top_k=3, seed=4)
-    q = decode.filter_probs(z, 0.7, 3)
+    g = decoding.sample(step_of(z), [0], 5, temperature=0.7, top_k=3, seed=4)
+    q = decoding.filter_probs(z, 0.7, 3)
     assert g.chosen_probs == [q[t] for t in g.new_ids]
 
 
@@ -847,7 +849,7 @@ def _decimal_order(hyps, p):
 def test_beam_ranking_under_any_finite_length_penalty_is_the_exact_one(p):
     rng = np.random.default_rng(1)
     hyps = [
-        decode.Hypothesis([0] * n, float(-rng.uniform(0.1, 20)), n)
+        decoding.Hypothesis([0] * n, float(-rng.uniform(0.1, 20)), n)
         for n in (1, 2, 2, 3, 5, 5, 8, 13, 40)
     ]
     ranked = sorted(hyps, key=lambda h: h.rank(p))
@@ -860,7 +862,7 @@ def test_beam_search_with_a_huge_length_penalty_prefers_long_or_short(p):
     """A table model where EOS (0) is possible at every step: a huge positive penalty ranks the
     longest hypothesis first, a huge negative one the shortest."""
     logits = np.log([0.3, 0.4, 0.3])
-    r = decode.beam_search(step_of(logits), [1], 6, eos_id=0, width=3, length_penalty=p)
+    r = decoding.beam_search(step_of(logits), [1], 6, eos_id=0, width=3, length_penalty=p)
     lengths = [h.n_generated for h in r.ranked]
     assert lengths[0] == (max(lengths) if p > 0 else min(lengths))
     assert all(math.isfinite(h.score(p)) for h in r.ranked)

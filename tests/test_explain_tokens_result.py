@@ -18,7 +18,7 @@ import pytest
 from glassformer import loading
 from glassformer import reference as R
 from glassformer.cli import main
-from glassformer.decode import greedy
+from glassformer.decoding import greedy
 from glassformer.tokenizer.display import display_kind, display_tokens
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

@@ -1,5 +1,5 @@
 """Batched generation (`inference.greedy_prompts`, `generate --input FILE`): the oracle is
-generation one prompt at a time (`decode.greedy` over `step_fn`, and `generate TEXT`)."""
+generation one prompt at a time (`decoding.greedy` over `step_fn`, and `generate TEXT`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decode  # noqa: E402
+from glassformer import decoding  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.inference import greedy_prompts  # noqa: E402
@@ -43,7 +43,7 @@ def test_batched_greedy_equals_one_prompt_at_a_time(positions, window):
     got = greedy_prompts(model, prompts, 20, eos_id=5, window=window)
     max_len = None if window else model.cfg.max_len
     step = lambda: step_fn(model, window=window)  # noqa: E731
-    want = [decode.greedy(step(), p, 20, eos_id=5, max_len=max_len).new_ids for p in prompts]
+    want = [decoding.greedy(step(), p, 20, eos_id=5, max_len=max_len).new_ids for p in prompts]
     assert got == want
 
 

@@ -13,7 +13,7 @@ from glassformer import reference as R  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.decode import beam_search, greedy, sample  # noqa: E402
+from glassformer.decoding import beam_search, greedy, sample  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.inference import step_function  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402

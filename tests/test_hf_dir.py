@@ -150,7 +150,7 @@ def test_bert_folder_in_and_out(bert_dir, tmp_path):
     with torch.no_grad():
         got = ours(torch.tensor([ids]))[0].double().numpy()
     assert float(np.abs(got - want).max()) < 1e-5
-    assert float(np.abs(reference.encode(params, cfg, ids) - want).max()) < 1e-5
+    assert float(np.abs(reference.encoder(params, cfg, ids) - want).max()) < 1e-5
     assert main(["export-hf", str(folder), str(tmp_path / "hf")]) == 0  # folder in, folder out
     back = transformers.BertModel.from_pretrained(tmp_path / "hf", add_pooling_layer=False)
     sd = back.state_dict()

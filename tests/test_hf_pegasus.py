@@ -23,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from glassformer import decode, hf_pegasus, inference, loading, reference, weights  # noqa: E402
+from glassformer import decoding, hf_pegasus, inference, loading, reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import preset  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
@@ -237,7 +237,7 @@ def test_transformers_loads_the_export_and_translates_like_glassformer(exported)
     assert got["tokenizer"] == "TokenizersBackend"
     assert got["src"] == [tok.encode(t) for t in sentences]  # the encoder sees the same ids
     ref64 = [
-        decode.greedy(
+        decoding.greedy(
             inference.step_function("reference", cfg, params, tok.encode(t)),
             [tok.bos_id],
             cfg.max_len - 1,

@@ -18,7 +18,7 @@ from glassformer import reference as R
 from glassformer import walkthrough, weights
 from glassformer.cli import main
 from glassformer.config import Config, preset
-from glassformer.decode import beam_search, greedy
+from glassformer.decoding import beam_search, greedy
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import MAX_BYTES, asset, render_html
 from glassformer.explain.html_pieces import heatmap_data

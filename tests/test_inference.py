@@ -1,4 +1,4 @@
-"""Batched translation (oracles: one-sentence `decode.beam_search` over the same engine and over
+"""Batched translation (oracles: one-sentence `decoding.beam_search` over the same engine and over
 the reference engine, batched greedy for width 1, and the shipped translator decoded both ways);
 the invariants: the order and the batching of the input change nothing per sentence."""
 
@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decode, weights  # noqa: E402
+from glassformer import decoding, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
@@ -63,7 +63,7 @@ def toy_words():
 def one_at_a_time(model, src, width, length_penalty, max_new, max_len):
     """Beam search for one sentence, as translate did before batching."""
     with torch.no_grad():
-        return decode.beam_search(
+        return decoding.beam_search(
             step_fn(model, src),
             [BOS],
             max_new,
@@ -75,7 +75,7 @@ def one_at_a_time(model, src, width, length_penalty, max_new, max_len):
         )
 
 
-def same_search(got: decode.BeamResult, want: decode.BeamResult) -> None:
+def same_search(got: decoding.BeamResult, want: decoding.BeamResult) -> None:
     assert got.ids == want.ids
     assert got.best.finished == want.best.finished
     assert got.best.logprob == pytest.approx(want.best.logprob, abs=1e-9)
@@ -107,7 +107,8 @@ def test_batched_beam_equals_beam_search_over_the_reference_engine(toy):
     got = beam_batch(model, srcs[:6], BOS, EOS, 4, 12, 16, 0.6, PAD)
     for src, r in zip(srcs[:6], got, strict=True):
         same_search(
-            r, decode.beam_search(R.next_token_logits(params, cfg, src), [BOS], 12, EOS, 4, 0.6, 16)
+            r,
+            decoding.beam_search(R.next_token_logits(params, cfg, src), [BOS], 12, EOS, 4, 0.6, 16),
         )
 
 
@@ -153,8 +154,8 @@ def test_top_breaks_ties_like_decode():
         for width in (1, 2, 4, 9, 12):
             tokens, values = _top(logits, width)
             for row, t, v in zip(logits.numpy(), tokens, values, strict=True):
-                logp = decode._log_softmax(row)  # float64, the one-sentence search's
-                np.testing.assert_array_equal(t, decode.top_tokens(logp, width))
+                logp = decoding._log_softmax(row)  # float64, the one-sentence search's
+                np.testing.assert_array_equal(t, decoding.top_tokens(logp, width))
                 tol = 1e-13 if dtype == torch.float64 else 1e-5
                 np.testing.assert_allclose(v, logp[t], rtol=0, atol=tol)
 
@@ -189,7 +190,7 @@ def test_shipped_translator_batched_equals_one_at_a_time():
     got = beam_batch(model, srcs, tok.bos_id, tok.eos_id, 4, L - 1, L, 1.0, tok.pad_id)
     for src, r in zip(srcs, got, strict=True):
         with torch.no_grad():
-            want = decode.beam_search(
+            want = decoding.beam_search(
                 step_fn(model, src),
                 [tok.bos_id],
                 L - 1,
@@ -204,7 +205,7 @@ def test_shipped_translator_batched_equals_one_at_a_time():
 @pytest.mark.parametrize("beam", [1, 4])
 def test_translate_iter_names_the_translations_cut_at_the_length_limit(toy, beam):
     """`cut` gets the sentences whose search reached max_len without EOS (oracle: each sentence
-    alone, `decode.beam_search`'s best.finished, `decode.greedy`'s stopped_at_eos)."""
+    alone, `decoding.beam_search`'s best.finished, `decoding.greedy`'s stopped_at_eos)."""
     cfg, _, model, srcs = toy
     vocab, tok = toy_words()
     sentences = [" ".join(vocab[t] for t in s) for s in srcs]
@@ -212,7 +213,7 @@ def test_translate_iter_names_the_translations_cut_at_the_length_limit(toy, beam
     with torch.no_grad():
         if beam == 1:
             ended = [
-                decode.greedy(step_fn(model, s), [BOS], L - 1, EOS).stopped_at_eos for s in srcs
+                decoding.greedy(step_fn(model, s), [BOS], L - 1, EOS).stopped_at_eos for s in srcs
             ]
         else:
             ended = [one_at_a_time(model, s, beam, 1.0, L - 1, L).best.finished for s in srcs]

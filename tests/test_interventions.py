@@ -204,7 +204,7 @@ def test_every_ready_made_intervention_agrees_in_both_engines(cfg):
         model = from_params(cfg, p)
 
         def ref(ids):
-            return R.classify(p, cfg, ids) if cfg.n_classes else R.encode(p, cfg, ids)
+            return R.classify(p, cfg, ids) if cfg.n_classes else R.encoder(p, cfg, ids)
 
         def tor(ids):
             return run_torch(model, ids)

@@ -6,7 +6,7 @@ imports inside functions too:
 - the two engines, reference.py and torch_model.py, never import each other;
 - the trace records and nothing else: trace.py imports nothing from glassformer.explain;
 - the core knows no foreign folders: weights.py does not import hf_dir;
-- decoding knows no engine: decode.py imports neither engine nor torch;
+- decoding knows no engine: decoding.py imports neither engine nor torch;
 - the command line is the top: no module outside glassformer.cli imports it;
 - no module is longer than MAX_LINES physical lines.
 """
@@ -70,7 +70,7 @@ def test_weights_knows_no_foreign_folders():
 
 
 def test_decoding_knows_no_engine():
-    found = imports("glassformer.decode")
+    found = imports("glassformer.decoding")
     assert not found & {"glassformer.reference", "glassformer.torch_model", "torch"}
 
 

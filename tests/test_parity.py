@@ -92,7 +92,7 @@ def _inputs(cfg, rng):
 
 def _run_reference(p, cfg, ids, src):
     if cfg.arch == "encoder":
-        return R.classify(p, cfg, ids) if cfg.n_classes else R.encode(p, cfg, ids)
+        return R.classify(p, cfg, ids) if cfg.n_classes else R.encoder(p, cfg, ids)
     return R.forward(p, cfg, ids, src_ids=src if cfg.arch == "encoder-decoder" else None)
 
 
@@ -225,7 +225,7 @@ def test_token_types_agree():
     want = R.classify(p, cfg, ids)  # all type 0: must differ
     assert np.abs(got - want).max() > 1e-3
     with tracing() as ref:
-        R.encode(p, cfg, ids, types=types)
+        R.encoder(p, cfg, ids, types=types)
     with tracing() as tor:
         model(torch.tensor([ids]), types=torch.tensor([types]))
     for name in ("encoder.types", "encoder.input", "encoder.output"):

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decode, inference, loading  # noqa: E402
+from glassformer import decoding, inference, loading  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
@@ -161,8 +161,8 @@ def test_shipped_char_lm_int8_greedy_tokens_equal_float32_but_for_near_ties():
     equal = 0
     for text in prompts:
         prompt = tok.encode(text)
-        want = decode.greedy(step_fn(fp32, window=True), prompt, 40)
-        got = decode.greedy(step_fn(q, window=True), prompt, 40).ids
+        want = decoding.greedy(step_fn(fp32, window=True), prompt, 40)
+        got = decoding.greedy(step_fn(q, window=True), prompt, 40).ids
         k = next((i for i, (a, b) in enumerate(zip(want.ids, got, strict=False)) if a != b), None)
         if k is None:
             equal += 1

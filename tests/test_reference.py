@@ -8,7 +8,7 @@ import pytest
 from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
-from glassformer.decode import greedy
+from glassformer.decoding import greedy
 from glassformer.trace import intervene, tracing
 
 ARCHS = {
@@ -107,19 +107,19 @@ def test_encoder_without_positions_is_permutation_equivariant(norm, rng):
     p = weights.init(cfg, seed=5, std=0.5)
     ids = np.array([1, 4, 2, 9, 7])
     perm = rng.permutation(5)
-    H = R.encode(p, cfg, ids)
-    np.testing.assert_allclose(R.encode(p, cfg, ids[perm]), H[perm], atol=1e-12)
+    H = R.encoder(p, cfg, ids)
+    np.testing.assert_allclose(R.encoder(p, cfg, ids[perm]), H[perm], atol=1e-12)
     cfg_pos = small("encoder", positions="sinusoidal", norm=norm, n_classes=0)
-    Hp = R.encode(p, cfg_pos, ids)
-    assert not np.allclose(R.encode(p, cfg_pos, ids[perm]), Hp[perm])
+    Hp = R.encoder(p, cfg_pos, ids)
+    assert not np.allclose(R.encoder(p, cfg_pos, ids[perm]), Hp[perm])
 
 
 def test_padding_mask_hides_padded_keys():
     cfg = small("encoder", n_classes=3)
     p = weights.init(cfg, seed=7, std=0.5)
     ids, pad = [3, 5, 8], 0
-    H = R.encode(p, cfg, ids)
-    Hp = R.encode(p, cfg, ids + [pad, pad], valid=[True] * 3 + [False] * 2)
+    H = R.encoder(p, cfg, ids)
+    Hp = R.encoder(p, cfg, ids + [pad, pad], valid=[True] * 3 + [False] * 2)
     np.testing.assert_allclose(Hp[:3], H, atol=1e-12)
     np.testing.assert_allclose(
         R.classify(p, cfg, ids + [pad, pad], valid=[1, 1, 1, 0, 0]),
@@ -131,10 +131,10 @@ def test_padding_mask_hides_padded_keys():
 def test_cross_attention_memory_padding():
     cfg = small("encoder-decoder")
     p = weights.init(cfg, seed=8, std=0.5)
-    memory = R.encode(p, cfg, [1, 2, 3])
-    padded = R.encode(p, cfg, [1, 2, 3, 0], valid=[1, 1, 1, 0])
-    out = R.decode(p, cfg, [4, 5], memory)
-    out_p = R.decode(p, cfg, [4, 5], padded, memory_valid=[1, 1, 1, 0])
+    memory = R.encoder(p, cfg, [1, 2, 3])
+    padded = R.encoder(p, cfg, [1, 2, 3, 0], valid=[1, 1, 1, 0])
+    out = R.decoder(p, cfg, [4, 5], memory)
+    out_p = R.decoder(p, cfg, [4, 5], padded, memory_valid=[1, 1, 1, 0])
     np.testing.assert_allclose(out_p, out, atol=1e-12)
 
 

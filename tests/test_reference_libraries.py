@@ -460,7 +460,7 @@ def test_bert_whole_model_matches(impl, dtype):
         close(got[b, :n], want[b, :n], TOL[dtype], f"BERT sequence {b}, torch engine")
         if dtype == torch.float64:
             p64 = {k: v.astype(np.float64) for k, v in params.items()}
-            ref = reference.encode(p64, cfg, ids[b, :n].tolist(), types=types[b, :n].tolist())
+            ref = reference.encoder(p64, cfg, ids[b, :n].tolist(), types=types[b, :n].tolist())
             close(ref, want[b, :n], 1e-10, f"BERT sequence {b}, reference engine")
 
 

@@ -1,7 +1,7 @@
 """The live explorer's server (`glassformer serve`), over real HTTP on a free port.
 
 Oracles: every number the server sends is checked against the engine's own trace (the reference
-engine run here on the same input), `decode.sample` / `beam_search` / `greedy` for generation,
+engine run here on the same input), `decoding.sample` / `beam_search` / `greedy` for generation,
 and `interventions.run_with` for ablations and patching. Then what it must refuse: paths, big
 bodies, malformed requests (each a 4xx with a message, never a traceback), a folder that cannot
 be loaded. A short load test (50 clients) and the command line close it.
@@ -28,7 +28,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 torch = pytest.importorskip("torch")
 
-from glassformer import decode, loading, weights  # noqa: E402
+from glassformer import decoding, loading, weights  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
@@ -268,7 +268,7 @@ def test_sampling_shows_its_draws_and_equals_decode_sample(served, char_lm):
             "temperature": 0.7, "top_k": 12, "top_p": 0.9, "max_new_tokens": 15}  # fmt: skip
     g = client.post("generate", body)
     step = step_fn(from_params(cfg, params), None)
-    want = decode.sample(step, tok.encode(PROMPT), 15, tok.eos_id, cfg.max_len, 0.7, 12, 0.9, 7)
+    want = decoding.sample(step, tok.encode(PROMPT), 15, tok.eos_id, cfg.max_len, 0.7, 12, 0.9, 7)
     assert g["ids"] == want.ids and g["seed"] == 7
     rng = np.random.default_rng(7)
     for k, s in enumerate(g["steps"]):
@@ -279,7 +279,7 @@ def test_sampling_shows_its_draws_and_equals_decode_sample(served, char_lm):
         assert s["kept"] == len(want.kept[k]) <= 12
         probs = want.distributions[k]
         assert [t["p"] for t in s["top"]] == pytest.approx(probs[[t["id"] for t in s["top"]]])
-        q = decode.filter_probs(np.log(probs), 0.7, 12, 0.9)
+        q = decoding.filter_probs(np.log(probs), 0.7, 12, 0.9)
         assert [t["q"] for t in s["top"]] == pytest.approx(q[[t["id"] for t in s["top"]]])
 
 
@@ -290,10 +290,10 @@ def test_greedy_and_beam_search_equal_decode_and_the_beam_is_a_tree(served, char
     model = from_params(cfg, params)
     g = client.post("generate", {"model": "char-lm", "text": PROMPT, "strategy": "greedy",
                                  "max_new_tokens": 8})  # fmt: skip
-    assert g["ids"] == decode.greedy(step_fn(model), prompt, 8, tok.eos_id, cfg.max_len).ids
+    assert g["ids"] == decoding.greedy(step_fn(model), prompt, 8, tok.eos_id, cfg.max_len).ids
     b = client.post("generate", {"model": "char-lm", "text": PROMPT, "strategy": "beam",
                                  "beam_width": 3, "max_new_tokens": 6})  # fmt: skip
-    want = decode.beam_search(step_fn(model), prompt, 6, tok.eos_id, width=3,
+    want = decoding.beam_search(step_fn(model), prompt, 6, tok.eos_id, width=3,
                               max_len=cfg.max_len, step_many=many_step_fn(model))  # fmt: skip
     assert b["ids"] == want.best.ids
     steps = b["beam"]["steps"]

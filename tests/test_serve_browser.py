@@ -3,7 +3,7 @@ server on a free port of 127.0.0.1.
 
 Typing, the attention map and its head picker, the neuron view, the temperature slider, a beam
 search stepped through, a head ablated, a translation step by step: each time the numbers the
-page shows are compared with the engine's own (the reference trace, `decode`, `interventions`)
+page shows are compared with the engine's own (the reference trace, `decoding`, `interventions`)
 on the same input. No console errors; no request leaves the server. Needs what
 tests/test_browser.py needs (chromium, chromedriver, selenium); GLASSFORMER_SKIP_BROWSER=1
 skips. Screenshots go to the tmp dir and, if GLASSFORMER_SCREENSHOT_DIR is set, there too (the
@@ -28,7 +28,7 @@ torch = pytest.importorskip("torch")
 
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 
-from glassformer import decode, loading  # noqa: E402
+from glassformer import decoding, loading  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
@@ -245,7 +245,7 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
         driver, "return document.getElementById('gen-out').textContent.includes('temperature 0.6')"
     )
     model = from_params(cfg, params)
-    want = decode.sample(step_fn(model), ids, 20, tok.eos_id, cfg.max_len, 0.6, None, None, 1)
+    want = decoding.sample(step_fn(model), ids, 20, tok.eos_id, cfg.max_len, 0.6, None, None, 1)
     driver.find_element(By.ID, "gen-forward").click()
     driver.find_element(By.ID, "gen-forward").click()
     until(
@@ -256,7 +256,7 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
         " g => [+g.dataset.id, +g.dataset.p, +g.dataset.q])"
     )
     p = want.distributions[2]
-    q = decode.filter_probs(np.log(p), 0.6)
+    q = decoding.filter_probs(np.log(p), 0.6)
     for i, pi, qi in rows:
         assert pi == pytest.approx(p[i], abs=1e-12) and qi == pytest.approx(q[i], abs=1e-12)
     rng = np.random.default_rng(1)
@@ -266,11 +266,11 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
     assert chosen == want.ids[len(ids) + 2]
     shot(driver, tmp_path, "explorer-sampling.png", "tab-generate")
 
-    # Beam search, stepped through: each step's beam is decode.beam_search's.
+    # Beam search, stepped through: each step's beam is decoding.beam_search's.
     driver.execute_script("document.getElementById('beam-width').value = '3'")
     choose(driver, "strategy", "beam")
     until(driver, "return document.querySelector('#beam svg .node')")
-    beam = decode.beam_search(step_fn(model), ids, 20, tok.eos_id, width=3, max_len=cfg.max_len,
+    beam = decoding.beam_search(step_fn(model), ids, 20, tok.eos_id, width=3, max_len=cfg.max_len,
                               step_many=many_step_fn(model))  # fmt: skip
     driver.find_element(By.ID, "gen-first").click()
     for k in range(4):
@@ -306,7 +306,7 @@ def test_the_explorer_in_chromium(browser, server, tmp_path):  # noqa: F811
     cfg2, params2, tok2 = loading.load(EN_ES)
     src = tok2.encode("Where is the station?")
     translator = step_fn(from_params(cfg2, params2), src)
-    greedy = decode.greedy(translator, [tok2.bos_id], 63, tok2.eos_id, cfg2.max_len)
+    greedy = decoding.greedy(translator, [tok2.bos_id], 63, tok2.eos_id, cfg2.max_len)
     with tracing() as step3:
         R.forward(params2, cfg2, greedy.ids[:4], src_ids=src)  # BOS and the first 3 words
     mean = np.mean([step3[f"decoder.2.cross_attn.head{h}.A"][-1] for h in range(4)], axis=0)

@@ -26,16 +26,16 @@ def test_shipped_model_loads_within_budget(name, arch):
 
 def _reference(folder: Path, sentence: str, beam: int):
     """The NumPy float64 reference engine's decoding (no torch, no cache), from BOS, as many
-    tokens as max_len allows: greedy's text at beam 1, else decode.beam_search's result."""
-    from glassformer import decode
+    tokens as max_len allows: greedy's text at beam 1, else decoding.beam_search's result."""
+    from glassformer import decoding
     from glassformer import reference as R
 
     cfg, params, tok = weights.load(folder)
     step = R.next_token_logits(params, cfg, tok.encode(sentence)[: cfg.max_len])
     limits = dict(max_new_tokens=cfg.max_len - 1, eos_id=tok.eos_id, max_len=cfg.max_len)
     if beam == 1:
-        return tok.decode(decode.greedy(step, [tok.bos_id], **limits).ids[1:])
-    return tok, decode.beam_search(step, [tok.bos_id], width=beam, **limits)
+        return tok.decode(decoding.greedy(step, [tok.bos_id], **limits).ids[1:])
+    return tok, decoding.beam_search(step, [tok.bos_id], width=beam, **limits)
 
 
 def test_shipped_translator_translates_as_the_reference_engine(capsys):

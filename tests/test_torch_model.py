@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.decode import beam_search, greedy, sample  # noqa: E402
+from glassformer.decoding import beam_search, greedy, sample  # noqa: E402
 from glassformer.torch_model import (  # noqa: E402
     Block,
     KVCache,

@@ -9,7 +9,7 @@ reported and its mutants are not run (a kill there would mean nothing). A mutati
 no longer occurs exactly once is reported as stale (exit status 1).
 
     .venv/bin/python tools/mutate.py                  # everything, 2 jobs (~3 min on 2 cores)
-    .venv/bin/python tools/mutate.py --module decode  # one module's mutants
+    .venv/bin/python tools/mutate.py --module decoding  # one module's mutants
     .venv/bin/python tools/mutate.py --list           # the mutations and tests, nothing run
 
 This is a tool for maintainers, not part of the library: it prints, and it is not imported.

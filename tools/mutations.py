@@ -45,7 +45,7 @@ TESTS: dict[str, list[str]] = {
         "[SIGINT-37]",
     ],
     "tasks": ["test_train_oracle.py"],
-    "decode": ["test_decode_oracles.py", "test_decode.py"],
+    "decoding": ["test_decode_oracles.py", "test_decode.py"],
     "quantize": [
         "test_decode_oracles.py",
         "test_edges_nonfinite.py::test_int8_layers_give_nan_for_a_non_finite_input",
@@ -61,7 +61,7 @@ TESTS: dict[str, list[str]] = {
 }
 
 REF, TM, TR, TA = (f"glassformer/{f}.py" for f in ("reference", "torch_model", "train", "tasks"))
-DEC, Q, FILES, HFD = (f"glassformer/{f}.py" for f in ("decode", "quantize", "files", "hf_dir"))
+DEC, Q, FILES, HFD = (f"glassformer/{f}.py" for f in ("decoding", "quantize", "files", "hf_dir"))
 BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
 
 MUTATIONS: list[Mutation] = [
@@ -133,28 +133,28 @@ MUTATIONS: list[Mutation] = [
       'F.cross_entropy(logits, t["y"]), t["x"].numel()'),
     m("tasks-translate-token-count", "tasks", "translate counts padded positions as tokens",
       TA, 'return loss, int(t["tgt_valid"].sum())', 'return loss, int(t["tgt_valid"].numel())'),
-    # -- decode.py: greedy, sampling, beam ---------------------------------------------------------
-    m("decode-log-softmax-no-max", "decode", "log-softmax without subtracting the max",
+    # -- decoding.py: greedy, sampling, beam -------------------------------------------------------
+    m("decode-log-softmax-no-max", "decoding", "log-softmax without subtracting the max",
       DEC, "    z = z - z.max()\n    return z - np.log(np.exp(z).sum())",
       "    return z - np.log(np.exp(z).sum())", issue=True),
-    m("decode-softmax-no-max", "decode", "the softmax without subtracting the max",
+    m("decode-softmax-no-max", "decoding", "the softmax without subtracting the max",
       DEC, "shifted = x - np.where(np.isfinite(m), m, 0.0)", "shifted = x"),
-    m("decode-temperature-times", "decode", "logits multiplied by the temperature",
+    m("decode-temperature-times", "decoding", "logits multiplied by the temperature",
       DEC, "shifted /= temperature", "shifted *= temperature"),
-    m("decode-top-k-one-more", "decode", "top-k keeps k + 1 tokens",
+    m("decode-top-k-one-more", "decoding", "top-k keeps k + 1 tokens",
       DEC, "keep[order[top_k:]] = False", "keep[order[top_k + 1 :]] = False"),
-    m("decode-top-p-one-fewer", "decode", "top-p drops the token that reaches p",
+    m("decode-top-p-one-fewer", "decoding", "top-p drops the token that reaches p",
       DEC, "n = int(np.searchsorted(cumulative, top_p - 1e-12)) + 1",
       "n = max(1, int(np.searchsorted(cumulative, top_p - 1e-12)))"),
-    m("decode-top-p-unsorted", "decode", "top-p accumulates in vocabulary order",
+    m("decode-top-p-unsorted", "decoding", "top-p accumulates in vocabulary order",
       DEC, "cumulative = np.cumsum(probs[order])", "cumulative = np.cumsum(probs)"),
-    m("decode-length-penalty-times", "decode", "length penalty multiplies instead of divides",
+    m("decode-length-penalty-times", "decoding", "length penalty multiplies instead of divides",
       DEC, "return self.logprob / n**length_penalty", "return self.logprob * n**length_penalty"),
-    m("decode-beam-stops-early", "decode", "beam stops once width hypotheses finish",
+    m("decode-beam-stops-early", "decoding", "beam stops once width hypotheses finish",
       DEC, "if worst_finished[0] <= best_alive[0]:", "if True:"),
-    m("decode-beam-live-dropped", "decode", "hypotheses live at the limit do not compete",
+    m("decode-beam-live-dropped", "decoding", "hypotheses live at the limit do not compete",
       DEC, "sorted(self.finished + self.alive,", "sorted(self.finished or self.alive,"),
-    m("decode-penalty-counts-prompt", "decode", "length penalty counts one token more",
+    m("decode-penalty-counts-prompt", "decoding", "length penalty counts one token more",
       DEC, "n = max(self.n_generated, 1)", "n = max(self.n_generated + 1, 1)"),
     # -- quantize.py: int8 -------------------------------------------------------------------------
     m("int8-scale-doubled", "quantize", "int8 weight scale twice too large (one bit lost)",

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from glassformer.cli.common import SEED, integer, real
-from glassformer.decode import BEAM_OPTIONS, SAMPLING_OPTIONS, STRATEGY_RULE, Decoding
+from glassformer.decoding import BEAM_OPTIONS, SAMPLING_OPTIONS, STRATEGY_RULE, Decoding
 
 
 def decoding_args(p: argparse.ArgumentParser) -> None:

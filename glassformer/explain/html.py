@@ -99,7 +99,7 @@ def render_html(
 
     meta: lines for the header (checkpoint, input, model); vocab: token names for `probs` and
     `generation`; params: the model's weights, to show W_O beside Z and γ, β beside LayerNorm;
-    generation: a `decode.Generation` or `decode.BeamResult` to explain step by step;
+    generation: a `decoding.Generation` or `decoding.BeamResult` to explain step by step;
     layers, heads: show only these blocks and heads of the model; token_kind: the tokenizer's
     kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
     visible only); tokens: {stack: {"what", "ids", "pieces"}}, how the input was split, shown
@@ -536,7 +536,7 @@ class _Page:
         )
 
     def decoding(self, g) -> str:
-        """A decode.Generation (greedy / sampling) or decode.BeamResult, step by step."""
+        """A decoding.Generation (greedy / sampling) or decoding.BeamResult, step by step."""
 
         def word(i: int) -> str:
             return self.vocab[i] if self.vocab and 0 <= i < len(self.vocab) else f"#{i}"

@@ -1,8 +1,8 @@
 """Generation you can watch: greedy, sampling and beam search, every step recorded for the page.
 
-Greedy decoding and beam search are `glassformer.decode`'s own. Sampling is `decode.sample`'s
+Greedy decoding and beam search are `glassformer.decoding`'s own. Sampling is `decoding.sample`'s
 loop written out so that each draw can be shown, with decode's two pieces of it: the distribution
-`decode.filter_probs(logits, temperature, top_k, top_p)` and the draw `decode.draw(q, rng)` (one
+`decoding.filter_probs(logits, temperature, top_k, top_p)` and the draw `decoding.draw(q, rng)` (one
 uniform number u from `numpy.random.default_rng(seed)`, the token the first whose cumulative
 probability exceeds u), so the same seed gives the same tokens as `glassformer generate --seed`
 (a test holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
@@ -19,7 +19,7 @@ import secrets
 
 import numpy as np
 
-from glassformer import decode
+from glassformer import decoding
 from glassformer.errors import GlassformerError
 from glassformer.model import Model
 from glassformer.serve.runs import piece
@@ -60,7 +60,7 @@ def generate(
     with np.errstate(all="ignore"):
         if strategy == "beam":
             many = m.many_step(src, prompt_len=len(prompt))
-            r = decode.beam_search(
+            r = decoding.beam_search(
                 step, prompt, width=beam_width, length_penalty=length_penalty, step_many=many,
                 **limits,
             )  # fmt: skip
@@ -71,7 +71,7 @@ def generate(
             out |= _sample(m, step, prompt, temperature, top_k, top_p, seed, **limits)
             out |= {"seed": seed, "temperature": temperature, "top_k": top_k, "top_p": top_p}
         else:
-            g = decode.greedy(step, prompt, **limits)
+            g = decoding.greedy(step, prompt, **limits)
             out["ids"] = g.ids
             out["steps"] = [
                 _step_info(m, g.ids[: len(prompt) + k], probs, None, g.ids[len(prompt) + k])
@@ -106,16 +106,16 @@ def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:
 
 
 def _sample(m, step, prompt, temperature, top_k, top_p, seed, max_new_tokens, eos_id, max_len):
-    """decode.sample with each draw recorded: u, and the cumulative distribution around it."""
+    """decoding.sample with each draw recorded: u, and the cumulative distribution around it."""
     rng = np.random.default_rng(seed)
     ids, steps = list(prompt), []
     for _ in range(max_new_tokens):
         if max_len is not None and len(ids) >= max_len:
             break
         logits = np.asarray(step(ids), dtype=np.float64)
-        q = decode.filter_probs(logits, temperature, top_k, top_p)
-        d = decode.draw(q, rng)
-        info = _step_info(m, ids, decode.softmax(logits), q, d.token)
+        q = decoding.filter_probs(logits, temperature, top_k, top_p)
+        d = decoding.draw(q, rng)
+        info = _step_info(m, ids, decoding.softmax(logits), q, d.token)
         info["draw"] = _draw(m, q, d)
         steps.append(info)
         ids.append(d.token)
@@ -124,7 +124,7 @@ def _sample(m, step, prompt, temperature, top_k, top_p, seed, max_new_tokens, eo
     return {"ids": ids, "steps": steps}
 
 
-def _draw(m: Model, q: np.ndarray, d: decode.Draw) -> dict:
+def _draw(m: Model, q: np.ndarray, d: decoding.Draw) -> dict:
     """Where u fell: the kept tokens' segments [start, end) of [0, 1), in vocabulary order (the
     order the draw accumulates in); the likeliest SEGMENTS of them, the chosen always."""
     kept = np.flatnonzero(q)
@@ -144,7 +144,7 @@ def _draw(m: Model, q: np.ndarray, d: decode.Draw) -> dict:
     return {"u": d.u, "token": d.token, "segments": segs, "kept": int(kept.size)}
 
 
-def _tree(m: Model, r: decode.BeamResult, length_penalty: float, n_prompt: int) -> dict:
+def _tree(m: Model, r: decoding.BeamResult, length_penalty: float, n_prompt: int) -> dict:
     """The beam after each step as a tree: each hypothesis with its parent in the step before
     (-1: the prompt), its new token, summed log-probability and score."""
     steps = []

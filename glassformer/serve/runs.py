@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer import decode, numerics
+from glassformer import decoding, numerics
 from glassformer import interventions as I
 from glassformer.errors import GlassformerError
 from glassformer.model import Decoding, Model
@@ -98,7 +98,7 @@ def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
 def top_tokens(m: Model, logits_row: np.ndarray, n: int = TOP, also=()) -> list[dict]:
     """The n most likely next tokens of one row of logits (and the ids in `also`)."""
     z = np.asarray(logits_row, dtype=np.float64)
-    probs = decode.softmax(z)
+    probs = decoding.softmax(z)
     order = [int(i) for i in np.argsort(-probs, kind="stable")[:n]]
     order += [int(i) for i in also if int(i) not in order]
     return [
@@ -126,7 +126,7 @@ def output(m: Model | Fixed, run: Run) -> dict:
         out["top"] = top_tokens(m, run.logits[0])  # the first word, after BOS
         return out
     if cfg.n_classes:
-        probs = decode.softmax(run.logits)
+        probs = decoding.softmax(run.logits)
         return {"kind": "class", "probs": [float(x) for x in probs], "label": int(probs.argmax())}
     e = run.trace["embedding"]
     return {"kind": "embedding", "dims": int(e.size), "first": [float(x) for x in e[:8]]}
@@ -222,6 +222,6 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
             continue
         step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, m.fix)
         with np.errstate(all="ignore"):
-            g = decode.greedy(step, prompt, limit, m.tok.eos_id, m.cfg.max_len)
+            g = decoding.greedy(step, prompt, limit, m.tok.eos_id, m.cfg.max_len)
         texts[label] = m.tok.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])
     return texts

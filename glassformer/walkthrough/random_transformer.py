@@ -14,7 +14,7 @@ import numpy as np
 from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import preset
-from glassformer.decode import greedy
+from glassformer.decoding import greedy
 from glassformer.tokenizer import article_tokenizer
 from glassformer.trace import Trace, current, scope, tap, tracing
 from glassformer.walkthrough.narrate import narrator
@@ -285,7 +285,7 @@ def _model_part(t, seed: int, std: float) -> None:
     p = weights.init(cfg, seed=seed, std=std)
     src = tok.encode("hello world")
     with scope("model"):
-        memory = R.encode(p, cfg, src)
+        memory = R.encoder(p, cfg, src)
     t(
         "model.encoder_output",
         memory,
@@ -302,7 +302,7 @@ def _model_part(t, seed: int, std: float) -> None:
 
     def step(ids: list[int]) -> np.ndarray:
         with scope(f"model.step{len(ids) - 1}"):
-            logits = R.lm_logits(p, cfg, R.decode(p, cfg, ids, memory))[-1]
+            logits = R.lm_logits(p, cfg, R.decoder(p, cfg, ids, memory))[-1]
         n = len(ids) - 1
         t(
             f"generate.step{n}.probs",
