@@ -14,7 +14,7 @@ starts, never a silent answer made of them. `params` (the float weights) lets it
 with the reference engine, `fix` says what to do when only the lower precision overflows.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths
-(`step_function(..., engine="reference")`, `run_decoding`) work without it. Deliberately not here:
+(`run_decoding` over the reference engine's step) work without it. Deliberately not here:
 reading user text or files, checks that name command-line flags beyond these, printing.
 """
 
@@ -27,9 +27,28 @@ import numpy as np
 
 from glassformer import decoding, numerics
 from glassformer import reference as R
-from glassformer.errors import INSTALL_TORCH, GlassformerError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 
 DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
+
+
+def check_dtype(dtype: str, engine: str = "auto") -> None:
+    """A dtype the PyTorch engine can run on this machine, with an engine that has one."""
+    if dtype not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    if engine == "reference":
+        raise InputError(
+            f"--dtype {dtype} sets the PyTorch engine's precision, and --engine reference "
+            "is NumPy float64: drop --dtype, or use --engine torch"
+        )
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise GlassformerError(f"--dtype {dtype} needs PyTorch: {INSTALL_TORCH}") from None
+    if dtype == "int8":
+        from glassformer.quantize import check_int8
+
+        check_int8()
 
 
 def torch_engine(cfg, params, dtype: str = "float32"):
@@ -47,25 +66,6 @@ def torch_engine(cfg, params, dtype: str = "float32"):
         check_int8()  # before the float32 model is built
         return int8(from_params(cfg, params, dtype=torch.float32).eval())
     return inference_layout(from_params(cfg, params, dtype=getattr(torch, dtype)).eval())
-
-
-def step_function(engine: str, cfg, params, src, window: bool = False, dtype: str = "float64"):
-    """Next-token logits from the chosen engine (torch with its KV cache when available).
-
-    engine: "auto" (torch if installed, else the reference engine), "torch" or "reference".
-    window: a decoder reads only the last max_len ids (a sliding window past its context).
-    dtype: the torch engine's (`torch_engine`); the reference engine is float64.
-    """
-    if engine in ("auto", "torch"):
-        try:
-            from glassformer import torch_steps
-        except ImportError:
-            if engine == "torch":
-                raise GlassformerError(f"--engine torch needs PyTorch: {INSTALL_TORCH}") from None
-        else:
-            model = torch_engine(cfg, params, dtype)
-            return torch_steps.step_fn(model, src, window=window)
-    return R.next_token_logits(params, cfg, src, window=window)
 
 
 def run_decoding(

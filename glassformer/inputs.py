@@ -161,19 +161,3 @@ def tensor_flags(m, like, what: str) -> None:
         )
     if m.is_floating_point() or m.is_complex():
         raise InputError(f"{what} must be True/False flags (True = real token), got {m.dtype}")
-
-
-def utf8(text: str, what: str = "the text") -> str:
-    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
-    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
-    take (and no output can print)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        ch = ord(text[e.start])
-        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
-        raise InputError(
-            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
-            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
-        ) from None
-    return text

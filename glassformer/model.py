@@ -38,26 +38,23 @@ from glassformer.trace import Trace
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = "try --dtype float64 or --engine reference"
 ENGINES = ("auto", "reference", "torch")
-DTYPES = inference.DTYPES  # what the PyTorch engine runs inference in
+DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
-def check_dtype(dtype: str, engine: str = "auto") -> None:
-    """A dtype the PyTorch engine can run on this machine, with an engine that has one."""
-    if dtype not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
-    if engine == "reference":
-        raise InputError(
-            f"--dtype {dtype} sets the PyTorch engine's precision, and --engine reference "
-            "is NumPy float64: drop --dtype, or use --engine torch"
-        )
+def utf8(text: str, what: str = "the text") -> str:
+    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
+    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
+    take (and no output can print)."""
     try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise GlassformerError(f"--dtype {dtype} needs PyTorch: {INSTALL_TORCH}") from None
-    if dtype == "int8":
-        from glassformer.quantize import check_int8
-
-        check_int8()
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = ord(text[e.start])
+        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
+        raise InputError(
+            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
+            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
+        ) from None
+    return text
 
 
 def load(
@@ -207,8 +204,6 @@ class Model:
         expect: valid UTF-8, never empty, never longer than max_len - room (with `window`, a
         decoder that slides over its context, any length). Unknown pieces go to `unknown`
         when given, else into a note."""
-        from glassformer.inputs import utf8
-
         tok = self.need_tokenizer()
         if not isinstance(text, str):
             raise InputError(f"{what} must be a str, got {type(text).__name__}")

@@ -338,7 +338,7 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
 
 def token_id(m, text: str, flag: str) -> int:
     """The one token `text` is (--dla, --versus)."""
-    from glassformer.inputs import utf8
+    from glassformer.model import utf8
 
     if not isinstance(text, str) or not utf8(text, flag):
         raise InputError(f"{flag} is empty: give one token")

@@ -15,7 +15,7 @@ from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.decoding import beam_search, greedy, sample  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
-from glassformer.inference import step_function  # noqa: E402
+from glassformer.model import Model  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
 
@@ -121,8 +121,8 @@ def test_step_function_passes_the_window_to_either_engine():
     cfg = decoder("learned")
     params = weights.init(cfg, seed=3, std=0.5)
     ids = list(range(1, 10))
-    ref = step_function("reference", cfg, params, None, window=True)(ids)
-    tor = step_function("torch", cfg, params, None, window=True)(ids)
+    ref = Model(cfg, params, engine="reference").step(window=True)(ids)
+    tor = Model(cfg, params, engine="torch").step(window=True)(ids)
     np.testing.assert_allclose(tor, ref, rtol=0, atol=1e-5)  # the torch engine here is float32
 
 

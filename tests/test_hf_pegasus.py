@@ -238,7 +238,7 @@ def test_transformers_loads_the_export_and_translates_like_glassformer(exported)
     assert got["src"] == [tok.encode(t) for t in sentences]  # the encoder sees the same ids
     ref64 = [
         decoding.greedy(
-            inference.step_function("reference", cfg, params, tok.encode(t)),
+            reference.next_token_logits(params, cfg, tok.encode(t)),
             [tok.bos_id],
             cfg.max_len - 1,
             tok.eos_id,
