@@ -161,3 +161,19 @@ def tensor_flags(m, like, what: str) -> None:
         )
     if m.is_floating_point() or m.is_complex():
         raise InputError(f"{what} must be True/False flags (True = real token), got {m.dtype}")
+
+
+def check_forward(cfg: Config, ids, valid, src_ids, src_valid, cache, types) -> None:
+    """Transformer.forward's entry checks: shapes and dtypes, one min/max per tensor of ids."""
+    stack = "encoder" if cfg.arch == "encoder" else "decoder"
+    past = cache.length if cache is not None and cfg.positions != "none" else 0  # a KVCache
+    tensor_ids(ids, cfg.vocab_size, f"{stack} ids", cfg, past)
+    tensor_flags(valid, ids, "valid")
+    if types is not None:
+        tensor_ids(types, cfg.type_vocab_size, "types")
+        tensor_flags(types, ids, "types")
+    if src_ids is not None:
+        if cfg.arch != "encoder-decoder":
+            raise InputError(f"src_ids given to a model of arch={cfg.arch!r}; drop them")
+        tensor_ids(src_ids, cfg.vocab_size, "encoder ids", cfg)
+        tensor_flags(src_valid, src_ids, "src_valid")

@@ -181,6 +181,8 @@ class Model:
         elif message not in self.notes:
             self.notes.append(message)
 
+    utf8 = staticmethod(utf8)  # user text refused unless valid UTF-8 (for touch.py's flags)
+
     # -- text and tokens -------------------------------------------------------------------------
 
     def need_tokenizer(self):

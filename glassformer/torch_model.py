@@ -443,7 +443,7 @@ class Transformer(nn.Module):
         types: Tensor | None = None,
     ) -> Tensor:
         cfg = self.cfg
-        _check_inputs(cfg, ids, valid, src_ids, src_valid, cache, types)
+        inputs.check_forward(cfg, ids, valid, src_ids, src_valid, cache, types)
         if cfg.arch == "encoder":
             with _scope("encoder"):
                 H = self.encoder(ids, _key_mask(valid), types=types)  # (B, S, C)
@@ -493,22 +493,6 @@ class Transformer(nn.Module):
         if _watching():
             _tap("probs", torch.softmax(logits, -1))
         return logits
-
-
-def _check_inputs(cfg: Config, ids, valid, src_ids, src_valid, cache, types) -> None:
-    """forward's entry checks (glassformer.inputs): shapes and dtypes, one min/max per tensor."""
-    stack = "encoder" if cfg.arch == "encoder" else "decoder"
-    past = cache.length if cache is not None and cfg.positions != "none" else 0
-    inputs.tensor_ids(ids, cfg.vocab_size, f"{stack} ids", cfg, past)
-    inputs.tensor_flags(valid, ids, "valid")
-    if types is not None:
-        inputs.tensor_ids(types, cfg.type_vocab_size, "types")
-        inputs.tensor_flags(types, ids, "types")
-    if src_ids is not None:
-        if cfg.arch != "encoder-decoder":
-            raise inputs.InputError(f"src_ids given to a model of arch={cfg.arch!r}; drop them")
-        inputs.tensor_ids(src_ids, cfg.vocab_size, "encoder ids", cfg)
-        inputs.tensor_flags(src_valid, src_ids, "src_valid")
 
 
 def init_weights(

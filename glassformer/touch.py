@@ -338,9 +338,7 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
 
 def token_id(m, text: str, flag: str) -> int:
     """The one token `text` is (--dla, --versus)."""
-    from glassformer.model import utf8
-
-    if not isinstance(text, str) or not utf8(text, flag):
+    if not isinstance(text, str) or not m.utf8(text, flag):
         raise InputError(f"{flag} is empty: give one token")
     ids = m.need_tokenizer().encode(text)
     if len(ids) != 1:

@@ -294,3 +294,24 @@ def test_an_ablation_moves_the_logits_by_what_run_with_says(char):
     np.testing.assert_allclose(moved, np.abs(after - before).max(axis=1), rtol=0, atol=0)
     changed = [r["changed"] for r in told["positions"]]
     assert changed == list(before.argmax(1) != after.argmax(1))
+
+
+def test_the_explorer_tells_a_class_as_classify_does(classifier):
+    from glassformer.serve import runs
+    from glassformer.serve.sessions import Registry
+
+    reg = Registry([classifier], walkthroughs=False)
+    model_id = next(iter(reg.entries))
+    m = reg.load(model_id)
+    told = runs.output(m, runs.make_run(model_id, m, "to be or not"))
+    cli_told = glassformer.load(classifier, engine="reference").classify("to be or not")
+    assert (told["label"], told["class"]) == (cli_told["label"], cli_told["class"])
+    assert told["probabilities"] == pytest.approx(cli_told["probabilities"], abs=1e-12)
+    assert told["label"] in ("yes", "no")
+
+
+def test_evaluate_is_what_eval_prints(capsys, char, enes):
+    out, _ = cli(capsys, "eval", CHAR, "--data", "tinyshakespeare", "--limit", "300")
+    assert char.evaluate("tinyshakespeare", limit=300) == out.rstrip("\n")
+    out, _ = cli(capsys, "eval", ENES, "--data", "eng-spa-valid", "--limit", "4", "--beam", "2")
+    assert enes.evaluate("eng-spa-valid", limit=4, beam=2) == out.rstrip("\n")

@@ -218,6 +218,7 @@ def test_cli_generate_input_in_int8(tmp_path, capsys):
 @pytest.mark.skipif(not (SHIPPED / "char-lm").is_dir(), reason="models/char-lm is not here")
 def test_explorer_generates_with_the_int8_engine():
     pytest.importorskip("starlette")
+    from glassformer.decoding import Decoding
     from glassformer.serve import generation
     from glassformer.serve.sessions import Registry
 
@@ -227,5 +228,5 @@ def test_explorer_generates_with_the_int8_engine():
         quantized = any(isinstance(x, Int8Linear) for x in m.torch(m.dtype or "float64").modules())
         assert quantized == (dtype == "int8")
         assert not any(isinstance(x, Int8Linear) for x in m.torch("float64").modules())
-        texts[dtype] = generation.generate(m, "ROMEO:", "greedy", 30)["text"]
+        texts[dtype] = generation.generate(m, "ROMEO:", Decoding(max_new_tokens=30))["text"]
     assert texts["int8"] == texts["float64"]

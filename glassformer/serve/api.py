@@ -24,6 +24,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from glassformer.decoding import Decoding
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data, table
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
@@ -402,10 +403,8 @@ class Explorer:
         default_new = cfg.max_len if cfg.arch == "encoder-decoder" else 20
         new = options.pop("max_new_tokens") or default_new
         # max_len bounds a generation anyway: a larger count means the same (and stays small)
-        return generation.generate(
-            m, text(body, "text"), options.pop("strategy"), max_new_tokens=min(new, cfg.max_len),
-            **options,
-        )  # fmt: skip
+        how = Decoding(max_new_tokens=min(new, cfg.max_len), **options)
+        return generation.generate(m, text(body, "text"), how)
 
     def intervene(self, body: dict) -> dict:
         _heads(body)  # before the run

@@ -15,6 +15,7 @@ Deliberately not here: traces (each step's trace is a run of its context, `runs.
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 
 import numpy as np
@@ -29,20 +30,9 @@ SHOWN = 10  # tokens listed per step
 SEGMENTS = 120  # cumulative-distribution segments sent per sampling step (the likeliest kept)
 
 
-def generate(
-    m: Model,
-    text: str,
-    strategy: str,
-    max_new_tokens: int,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    beam_width: int = 4,
-    length_penalty: float = 1.0,
-) -> dict:
+def generate(m: Model, text: str, how: decoding.Decoding) -> dict:
     """Decode from the typed prompt (a decoder) or from BOS over the typed source (an
-    encoder-decoder); every step with its distribution, the draw or the beam."""
+    encoder-decoder) as `how` says; every step with its distribution, the draw or the beam."""
     cfg, tok = m.cfg, m.tok
     if not cfg.has_decoder:
         raise GlassformerError("this model has no decoder: it does not generate (an encoder)")
@@ -50,26 +40,27 @@ def generate(
         src, prompt = m.encode(text, unknown=[]), m.bos()
     else:
         src, prompt = None, m.encode(text, room=1, unknown=[])
-    if strategy == "beam" and beam_width > cfg.vocab_size:
+    if how.strategy == "beam" and how.beam_width > cfg.vocab_size:
         raise GlassformerError(
-            f"beam width {beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
+            f"beam width {how.beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
         )
     step = m.step(src, prompt_len=len(prompt))
-    limits = dict(max_new_tokens=max_new_tokens, eos_id=tok.eos_id, max_len=cfg.max_len)
-    out = {"strategy": strategy, "prompt": prompt, "src": src, "n_prompt": len(prompt)}
+    limits = dict(max_new_tokens=how.max_new_tokens, eos_id=tok.eos_id, max_len=cfg.max_len)
+    out = {"strategy": how.strategy, "prompt": prompt, "src": src, "n_prompt": len(prompt)}
     with np.errstate(all="ignore"):
-        if strategy == "beam":
+        if how.strategy == "beam":
             many = m.many_step(src, prompt_len=len(prompt))
+            lp = how.length_penalty
             r = decoding.beam_search(
-                step, prompt, width=beam_width, length_penalty=length_penalty, step_many=many,
-                **limits,
-            )  # fmt: skip
-            out |= {"ids": r.best.ids, "beam": _tree(m, r, length_penalty, len(prompt))}
-        elif strategy == "sample":
-            if seed is None:
-                seed = secrets.randbelow(2**32)
-            out |= _sample(m, step, prompt, temperature, top_k, top_p, seed, **limits)
-            out |= {"seed": seed, "temperature": temperature, "top_k": top_k, "top_p": top_p}
+                step, prompt, width=how.beam_width, length_penalty=lp, step_many=many, **limits
+            )
+            out |= {"ids": r.best.ids, "beam": _tree(m, r, lp, len(prompt))}
+        elif how.strategy == "sample":
+            if how.seed is None:  # a fresh seed, sent back: the same draw can be asked again
+                how = dataclasses.replace(how, seed=secrets.randbelow(2**32))
+            out |= _sample(m, step, prompt, how, **limits)
+            out |= {"seed": how.seed, "temperature": how.temperature}
+            out |= {"top_k": how.top_k, "top_p": how.top_p}
         else:
             g = decoding.greedy(step, prompt, **limits)
             out["ids"] = g.ids
@@ -105,15 +96,15 @@ def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:
     return info
 
 
-def _sample(m, step, prompt, temperature, top_k, top_p, seed, max_new_tokens, eos_id, max_len):
+def _sample(m, step, prompt, how: decoding.Decoding, max_new_tokens, eos_id, max_len):
     """decoding.sample with each draw recorded: u, and the cumulative distribution around it."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(how.seed)
     ids, steps = list(prompt), []
     for _ in range(max_new_tokens):
         if max_len is not None and len(ids) >= max_len:
             break
         logits = np.asarray(step(ids), dtype=np.float64)
-        q = decoding.filter_probs(logits, temperature, top_k, top_p)
+        q = decoding.filter_probs(logits, how.temperature, how.top_k, how.top_p)
         d = decoding.draw(q, rng)
         info = _step_info(m, ids, decoding.softmax(logits), q, d.token)
         info["draw"] = _draw(m, q, d)

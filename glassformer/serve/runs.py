@@ -125,9 +125,9 @@ def output(m: Model | Fixed, run: Run) -> dict:
             out["stopped_at_eos"] = bool(run.generation.stopped_at_eos)
         out["top"] = top_tokens(m, run.logits[0])  # the first word, after BOS
         return out
-    if cfg.n_classes:
+    if cfg.n_classes:  # as `classify` tells it: the class name, its probability, all of them
         probs = decoding.softmax(run.logits)
-        return {"kind": "class", "probs": [float(x) for x in probs], "label": int(probs.argmax())}
+        return {"kind": "class", **m.class_result(probs), "probs": [float(x) for x in probs]}
     e = run.trace["embedding"]
     return {"kind": "embedding", "dims": int(e.size), "first": [float(x) for x in e[:8]]}
 

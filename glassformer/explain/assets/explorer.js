@@ -273,7 +273,7 @@
     if (o.kind === "next") box.replaceChildren(el("p", { class: "next-inline" }, el("b", { text: "Next token: " }), ...o.top.slice(0, 6).flatMap(t => [chip({ shown: t.token, id: t.id }), el("span", { class: "p", text: pct(t.p), title: "p = " + t.p + ", logit " + t.logit })])));
     else if (o.kind === "translation") box.replaceChildren(el("p", {}, el("b", { text: "Translation (greedy): " }), el("span", { class: "translation", text: o.text })));
     else if (o.kind === "embedding") box.replaceChildren(el("p", {}, el("b", { text: "Sentence embedding: " }), o.dims + " dimensions, unit length (mean of the encoder outputs): " + o.first.slice(0, 4).map(x => num(x, 4)).join(", ") + ", …"));
-    else if (o.kind === "class") box.replaceChildren(el("p", {}, el("b", { text: "Class: " }), o.label + " (" + o.probs.map(p => pct(p)).join(", ") + ")"));
+    else if (o.kind === "class") box.replaceChildren(el("p", {}, el("b", { text: "Class: " }), o.label + " " + pct(o.probability) + " (" + Object.entries(o.probabilities).map(([n, p]) => n + " " + pct(p)).join(", ") + ")"));
     else box.replaceChildren(el("p", {}, el("b", { text: "Walkthrough: " }), o.text + " — the article's fixed input; every step is in the tabs below."));
   }
 
