@@ -96,8 +96,21 @@ def input_attribution(
     tokens: the tokens explained (default ids[t + 1] for each target t); src_ids: the source of
     an encoder-decoder model.
     """
-    import torch
+    _check_options(model, method, score, stack, src_ids)
+    ids = [int(i) for i in ids]
+    targets, tokens = _targets_and_tokens(ids, targets, tokens)
+    alpha, weight = _path_nodes(model, method, steps, len(ids), src_ids)
+    scores, f, f0 = _path_gradients(model, ids, targets, tokens, score, stack, src_ids, alpha,
+                                    weight)  # fmt: skip
+    result = InputAttribution(method, stack, targets, tokens, scores, f)
+    if method == "integrated_gradients":
+        result.f_baseline = f0
+        result.completeness = np.abs(scores.sum(-1) - (result.f - result.f_baseline))
+    return result
 
+
+def _check_options(model, method: str, score: str, stack: str, src_ids) -> None:
+    """Refuse an unknown method or score, a model without a decoder, a stack it does not have."""
     if method not in METHODS:
         raise GlassformerError(f"unknown attribution method {method!r}: use one of {METHODS}")
     if score not in ("logit", "logprob"):
@@ -111,7 +124,10 @@ def input_attribution(
         raise GlassformerError("give src_ids exactly when the model is an encoder-decoder")
     if stack not in ("decoder", "encoder") or (stack == "encoder" and src_ids is None):
         raise GlassformerError("stack is 'decoder', or 'encoder' for an encoder-decoder model")
-    ids = [int(i) for i in ids]
+
+
+def _targets_and_tokens(ids: list[int], targets, tokens) -> tuple[list[int], list[int]]:
+    """The target positions (default all but the last) and the token explained at each."""
     T = len(ids)
     targets = list(range(T - 1)) if targets is None else [int(t) % T for t in targets]
     if tokens is None:
@@ -123,16 +139,25 @@ def input_attribution(
     tokens = [int(w) for w in tokens]
     if len(tokens) != len(targets):
         raise GlassformerError(f"{len(targets)} targets but {len(tokens)} tokens")
+    return targets, tokens
 
-    if method == "integrated_gradients":
-        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
-            raise GlassformerError(f"steps must be an integer in [1, {MAX_STEPS}], got {steps!r}")
-        _check_memory(cfg, steps + 2, T, len(src_ids or ()), next(model.parameters()).dtype)
-        alpha, weight = gauss_legendre(steps)
-        alpha = np.concatenate([[1.0, 0.0], alpha])  # rows 0 and 1: the input and the baseline
-        weight = np.concatenate([[0.0, 0.0], weight])
-    else:
-        alpha, weight = np.ones(1), np.ones(1)
+
+def _path_nodes(model, method: str, steps, T: int, src_ids) -> tuple[np.ndarray, np.ndarray]:
+    """(α, weight) per batch row: the input alone, or the input, the baseline and the nodes."""
+    if method != "integrated_gradients":
+        return np.ones(1), np.ones(1)
+    if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
+        raise GlassformerError(f"steps must be an integer in [1, {MAX_STEPS}], got {steps!r}")
+    _check_memory(model.cfg, steps + 2, T, len(src_ids or ()), next(model.parameters()).dtype)
+    alpha, weight = gauss_legendre(steps)
+    alpha = np.concatenate([[1.0, 0.0], alpha])  # rows 0 and 1: the input and the baseline
+    weight = np.concatenate([[0.0, 0.0], weight])
+    return alpha, weight
+
+
+def _path_gradients(model, ids, targets, tokens, score, stack, src_ids, alpha, weight):
+    """One batched forward along the path, one backward per target: (scores, f, f at α=0)."""
+    import torch
 
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
@@ -161,11 +186,7 @@ def input_attribution(
         f.append(float(f_t[0].detach()))
         f0.append(float(f_t[1].detach()) if B > 1 else 0.0)
     scores = torch.stack(rows).detach().to(torch.float64).cpu().numpy()
-    result = InputAttribution(method, stack, targets, tokens, scores, np.array(f))
-    if method == "integrated_gradients":
-        result.f_baseline = np.array(f0)
-        result.completeness = np.abs(scores.sum(-1) - (result.f - result.f_baseline))
-    return result
+    return scores, np.array(f), np.array(f0)
 
 
 def _check_memory(cfg, B: int, T: int, S: int, dtype) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
 import math
 from dataclasses import dataclass, field
 
@@ -575,10 +574,3 @@ def set_explicit(model: nn.Module, explicit: bool = True) -> None:
     for m in model.modules():
         if isinstance(m, MultiHeadAttention):
             m.explicit = explicit
-
-
-def __getattr__(name: str):
-    """`step_fn` and `many_step_fn` live in `torch_steps`; importing them from here still works."""
-    if name in ("step_fn", "many_step_fn"):
-        return getattr(importlib.import_module("glassformer.torch_steps"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

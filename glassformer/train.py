@@ -268,67 +268,31 @@ def train(
 
 
 def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate, stop_at):
+    """The run `train` describes, inside its lock: set up, resume, then step until done."""
     callback = callback or (lambda event: None)
     evaluate = evaluate or default_evaluate
     weights.check_writable(out)  # before the first step, not at the first save
     rank, world = _setup_distributed(device)
-    if tcfg.threads:
-        torch.set_num_threads(tcfg.threads)
-    torch.manual_seed(tcfg.seed)
-    random.seed(tcfg.seed)
-    if init_params is None:  # a new model, its weights drawn once, by the chosen scheme
-        model = Transformer(cfg, dropout=tcfg.dropout, init=None)
-        init_weights(model, cfg, tcfg.init, tcfg.embed_std)
-    else:  # fine-tuning
-        model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
-    model.to(device)
+    model = _new_model(cfg, tcfg, init_params, device)
     opt = make_optimizer(model, tcfg, device)
     step, rows, snapshots = 0, [], {}
     if resume:
-        started = saved_train_config(out)  # the max_steps the state's step must be within
-        step, rows = restore(out, cfg, model, opt, task, max_step=started.max_steps)
-        check_steps_left(out, step, tcfg.max_steps)
-        kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
-        snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
+        step, rows, snapshots = _resumed(out, cfg, tcfg, model, opt, task)
     elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs
     ddp = model
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
     use_bf16 = tcfg.bf16 and bf16_supported(device)
-    t_last, tokens = time.perf_counter(), 0
+    t_last = time.perf_counter()
     t_start, budget = t_last, tcfg.max_minutes * 60.0
     callback(Event("start", step, tcfg.max_steps, {}))
     signals = StopSignals()
     with signals:
         while step < tcfg.max_steps:
-            model.train()
             used = (elapsed + time.perf_counter() - t_start) / budget if budget else 0.0
             lr = lr_at(step, tcfg, used)
-            for group in opt.param_groups:
-                group["lr"] = lr
-            total = 0.0
-            for micro in range(tcfg.grad_accum):
-                batch = _next_batch(task.train, task.kind)
-                rows_ = _shard(batch, rank, world)
-                sync = micro == tcfg.grad_accum - 1 or world == 1
-                ctx = ddp.no_sync() if (world > 1 and not sync) else contextlib.nullcontext()
-                with (
-                    ctx,
-                    torch.autocast(
-                        "cuda" if device.startswith("cuda") else "cpu",
-                        dtype=torch.bfloat16,
-                        enabled=use_bf16,
-                    ),
-                ):
-                    loss, n = batch_loss(ddp, batch, task.kind, tcfg.label_smoothing, rows_)
-                    (loss / tcfg.grad_accum).backward()
-                total += loss.item() / tcfg.grad_accum
-                tokens += n * world
-            norm = float("nan")
-            if tcfg.grad_clip > 0:
-                norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip))
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            total, norm, tokens = _update(model, ddp, opt, task, tcfg, lr, device, use_bf16,
+                                          rank, world)  # fmt: skip
             step += 1
             now = time.perf_counter()
             row = {
@@ -340,11 +304,12 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
                 "tokens_per_s": tokens / max(now - t_last, 1e-9),
                 "elapsed_s": elapsed + now - t_start,
             }
-            t_last, tokens = now, 0
+            t_last = now
             callback(Event("step", step, tcfg.max_steps, row))
             out_of_time = budget > 0 and elapsed + now - t_start >= budget
             final = step == tcfg.max_steps or out_of_time
-            if step % tcfg.eval_interval == 0 or final:
+            evaluating = step % tcfg.eval_interval == 0 or final
+            if evaluating:
                 model.eval()
                 with torch.no_grad():
                     row |= evaluate(model, task, tcfg, final)
@@ -352,10 +317,9 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
             rows.append(row)
             stopping = stop_at is not None and step >= stop_at
             stopping = stopping or _any(signals.received is not None, world)
-            if (step % tcfg.eval_interval == 0 or final or stopping) and rank == 0:
-                if tcfg.keep_snapshots and (step % tcfg.eval_interval == 0 or final):
-                    snapshots[step] = to_params(model)
-                    snapshots = {s: snapshots[s] for s in sorted(snapshots)[-tcfg.keep_snapshots :]}
+            if (evaluating or stopping) and rank == 0:
+                if tcfg.keep_snapshots and evaluating:
+                    snapshots = _kept_snapshots(snapshots, step, model, tcfg.keep_snapshots)
                 save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows, snapshots)
                 callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
             if world > 1:
@@ -368,6 +332,68 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
             f"interrupted at step {step}; the checkpoint in {out} holds every step so far",
         )
     return rows
+
+
+def _new_model(cfg, tcfg, init_params, device) -> Transformer:
+    """The model to train, seeded: drawn once by the chosen scheme, or init_params (fine-tuning)."""
+    if tcfg.threads:
+        torch.set_num_threads(tcfg.threads)
+    torch.manual_seed(tcfg.seed)
+    random.seed(tcfg.seed)
+    if init_params is None:  # a new model, its weights drawn once, by the chosen scheme
+        model = Transformer(cfg, dropout=tcfg.dropout, init=None)
+        init_weights(model, cfg, tcfg.init, tcfg.embed_std)
+    else:  # fine-tuning
+        model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
+    model.to(device)
+    return model
+
+
+def _resumed(out, cfg, tcfg, model, opt, task) -> tuple[int, list[dict], dict]:
+    """(step, log rows, kept snapshots) of the checkpoint in `out`, restored into model and opt."""
+    started = saved_train_config(out)  # the max_steps the state's step must be within
+    step, rows = restore(out, cfg, model, opt, task, max_step=started.max_steps)
+    check_steps_left(out, step, tcfg.max_steps)
+    kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
+    snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
+    return step, rows, snapshots
+
+
+def _update(model, ddp, opt, task, tcfg, lr, device, use_bf16, rank, world):
+    """One optimizer update at `lr` over grad_accum micro-batches: (loss, grad norm, tokens)."""
+    model.train()
+    for group in opt.param_groups:
+        group["lr"] = lr
+    total, tokens = 0.0, 0
+    for micro in range(tcfg.grad_accum):
+        batch = _next_batch(task.train, task.kind)
+        shard = _shard(batch, rank, world)
+        sync = micro == tcfg.grad_accum - 1 or world == 1
+        ctx = ddp.no_sync() if (world > 1 and not sync) else contextlib.nullcontext()
+        with (
+            ctx,
+            torch.autocast(
+                "cuda" if device.startswith("cuda") else "cpu",
+                dtype=torch.bfloat16,
+                enabled=use_bf16,
+            ),
+        ):
+            loss, n = batch_loss(ddp, batch, task.kind, tcfg.label_smoothing, shard)
+            (loss / tcfg.grad_accum).backward()
+        total += loss.item() / tcfg.grad_accum
+        tokens += n * world
+    norm = float("nan")
+    if tcfg.grad_clip > 0:
+        norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), tcfg.grad_clip))
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    return total, norm, tokens
+
+
+def _kept_snapshots(snapshots: dict, step: int, model, keep: int) -> dict:
+    """The snapshots with this step's weights added, only the last `keep` of them kept."""
+    snapshots[step] = to_params(model)
+    return {s: snapshots[s] for s in sorted(snapshots)[-keep:]}
 
 
 class StopSignals:

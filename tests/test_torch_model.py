@@ -229,16 +229,6 @@ def test_a_fully_masked_input_pools_to_zeros_in_both_engines():
     np.testing.assert_array_equal(ref, p["classifier.bias"])
 
 
-def test_step_functions_are_still_importable_from_torch_model():
-    """They moved to torch_steps; the old import path gives the same functions."""
-    from glassformer import torch_model, torch_steps
-
-    assert torch_model.step_fn is torch_steps.step_fn
-    assert torch_model.many_step_fn is torch_steps.many_step_fn
-    with pytest.raises(AttributeError):
-        torch_model.no_such_name  # noqa: B018
-
-
 @pytest.mark.parametrize("cfg", [DEC, ENCDEC, ENC], ids=["decoder", "encoder-decoder", "encoder"])
 def test_inference_layout_keeps_the_weights_and_the_outputs(cfg):
     """The inference layout only changes how weights lie in memory: the same state_dict (names,
@@ -349,17 +339,14 @@ def test_kv_cache_copy_grows_apart_and_shares_the_tensors():
 
 def test_the_engine_finds_no_mode_by_name():
     """DESIGN rule 10: torch_model.py declares its forms and optional parts; it finds none with
-    hasattr, getattr or setattr (its module __getattr__, the old import path of step_fn, aside),
-    and every form's slot is declared on a fresh model."""
+    hasattr, getattr or setattr, and every form's slot is declared on a fresh model."""
     import ast
     import inspect
 
     from glassformer import torch_model
 
     tree = ast.parse(inspect.getsource(torch_model))
-    code = [
-        n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name == "__getattr__")
-    ]
+    code = tree.body
     found = [
         (node.lineno, node.func.id)
         for top in code

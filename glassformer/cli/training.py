@@ -23,6 +23,13 @@ from glassformer.errors import GlassformerError, Interrupted
 
 
 def add_parsers(sub) -> None:
+    """The `train` and `eval` subcommands."""
+    _add_train_parser(sub)
+    _add_eval_parser(sub)
+
+
+def _add_train_parser(sub) -> None:
+    """`glassformer train TASK --out DIR ...`: its arguments, run by cmd_train."""
     tr = sub.add_parser(
         "train",
         help="train a model (lm, translate or classify)",
@@ -83,6 +90,9 @@ def add_parsers(sub) -> None:
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)
 
+
+def _add_eval_parser(sub) -> None:
+    """`glassformer eval CHECKPOINT --data DATA ...`: its arguments, run by cmd_eval."""
     ev = sub.add_parser(
         "eval",
         help="evaluate a checkpoint on data",

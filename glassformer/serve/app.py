@@ -209,19 +209,21 @@ def _too_large(size: int | None) -> str:
 def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
     """The ASGI app over an Explorer. hosts: the Host header names allowed besides every
     spelling of a loopback address (None: those only; ["*"]: any)."""
+    return Starlette(
+        routes=_routes(explorer),
+        middleware=[Middleware(HostCheck, names=hosts or [])],
+        exception_handlers={
+            RequestError: _on_request_error,
+            GlassformerError: _on_library_error,
+            HTTPException: _on_http,
+            ClientDisconnect: _on_disconnect,
+            Exception: _on_anything,
+        },
+    )
 
-    async def page(request: Request) -> Response:
-        return Response(
-            asset("explorer.html"),
-            media_type="text/html; charset=utf-8",
-            headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache"},
-        )
 
-    async def asset_file(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in ASSETS:
-            return error(404, f"no asset {name[:60]!r}")
-        return Response(asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
+def _routes(explorer: Explorer) -> list[Route]:
+    """The page, its assets and the JSON actions, each answered by `explorer`."""
 
     async def models(request: Request) -> Response:
         return json_response(explorer.models())
@@ -258,47 +260,65 @@ def create_app(explorer: Explorer, hosts: list[str] | None = None) -> Starlette:
             headers={"Content-Disposition": 'attachment; filename="glassformer-trace.json"'},
         )
 
-    async def on_request_error(request: Request, e: RequestError) -> Response:
-        return error(e.status, str(e))
-
-    async def on_library_error(request: Request, e: GlassformerError) -> Response:
-        status = 404 if isinstance(e, NotFound) else 422 if isinstance(e, Unavailable) else 400
-        return error(status, str(e))
-
-    async def on_http(request: Request, e: HTTPException) -> Response:
-        return error(e.status_code, e.detail or "request refused")
-
-    async def on_disconnect(request: Request, e: ClientDisconnect) -> Response:
-        # The client went away before its body arrived: nobody reads an answer, nothing failed.
-        log.info("glassformer explorer: %s %s: the client went away", request.method,
-                 request.url.path)  # fmt: skip
-        return Response(status_code=400)
-
-    async def on_anything(request: Request, e: Exception) -> Response:
-        # One line here; the traceback follows once, from uvicorn (Starlette re-raises it).
-        log.error("glassformer explorer: %s %s failed (%s)", request.method, request.url.path,
-                  type(e).__name__)  # fmt: skip
-        return error(500, f"internal error ({type(e).__name__}); the server log has the details")
-
-    routes = [
-        Route("/", page),
-        Route("/assets/{name}", asset_file),
+    return [
+        Route("/", _page),
+        Route("/assets/{name}", _asset_file),
         Route("/api/models", models),
         Route("/api/report", report, methods=["POST"]),
         Route("/api/trace", trace, methods=["POST"]),
         Route("/api/{action}", action, methods=["POST"]),
     ]
-    return Starlette(
-        routes=routes,
-        middleware=[Middleware(HostCheck, names=hosts or [])],
-        exception_handlers={
-            RequestError: on_request_error,
-            GlassformerError: on_library_error,
-            HTTPException: on_http,
-            ClientDisconnect: on_disconnect,
-            Exception: on_anything,
-        },
+
+
+async def _page(request: Request) -> Response:
+    """GET /: the explorer page."""
+    return Response(
+        asset("explorer.html"),
+        media_type="text/html; charset=utf-8",
+        headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-cache"},
     )
+
+
+async def _asset_file(request: Request) -> Response:
+    """GET /assets/NAME: one of the front end's files (ASSETS), or 404."""
+    name = request.path_params["name"]
+    if name not in ASSETS:
+        return error(404, f"no asset {name[:60]!r}")
+    return Response(asset(name), media_type=ASSETS[name], headers={"Cache-Control": "no-cache"})
+
+
+# -- errors as JSON {"error": message} ------------------------------------------------------------
+
+
+async def _on_request_error(request: Request, e: RequestError) -> Response:
+    """A bad request, with the status it names."""
+    return error(e.status, str(e))
+
+
+async def _on_library_error(request: Request, e: GlassformerError) -> Response:
+    """A library error: 404 for what this server lacks, 422 for a model it cannot load, else 400."""
+    status = 404 if isinstance(e, NotFound) else 422 if isinstance(e, Unavailable) else 400
+    return error(status, str(e))
+
+
+async def _on_http(request: Request, e: HTTPException) -> Response:
+    """Starlette's own refusals (no route, wrong method), as JSON."""
+    return error(e.status_code, e.detail or "request refused")
+
+
+async def _on_disconnect(request: Request, e: ClientDisconnect) -> Response:
+    """The client went away before its body arrived: nobody reads an answer, nothing failed."""
+    log.info("glassformer explorer: %s %s: the client went away", request.method,
+             request.url.path)  # fmt: skip
+    return Response(status_code=400)
+
+
+async def _on_anything(request: Request, e: Exception) -> Response:
+    """An unexpected error: a 500 with one line (the traceback goes to the log, once)."""
+    # One line here; the traceback follows once, from uvicorn (Starlette re-raises it).
+    log.error("glassformer explorer: %s %s failed (%s)", request.method, request.url.path,
+              type(e).__name__)  # fmt: skip
+    return error(500, f"internal error ({type(e).__name__}); the server log has the details")
 
 
 def _first(chunks):
