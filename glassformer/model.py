@@ -314,11 +314,14 @@ class Model:
 
     def forward(self):
         """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
-        ids)) -> logits (T, V); for an encoder, ids -> the encoder output (S, C)."""
+        ids)) -> logits (T, V); for a classifier, ids -> class logits (n_classes,); for another
+        encoder, ids -> the encoder output (S, C)."""
         from glassformer import interventions as I
 
         if self.cfg.arch != "encoder":
             return I.reference_run(self.params, self.cfg)
+        if self.cfg.n_classes:
+            return lambda ids: R.classify(self.params, self.cfg, list(ids))
         return lambda ids: R.encoder(self.params, self.cfg, list(ids))
 
     def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):

@@ -59,7 +59,7 @@ FIELDS = {
     "run": INPUT, "cross": INPUT, "fidelity": INPUT, "report": INPUT, "trace": INPUT,
     "step": (*INPUT, "name"), "attention": (*INPUT, "name"), "heads": (*INPUT, "site", "layer"),
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
-    "intervene": (*INPUT, "heads", "how", "patch_text"),
+    "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
     "generate": ("model", "text", *DECODING),
 }  # fmt: skip
 HEAD_FIELDS = ("stack", "kind", "layer", "head")
@@ -420,7 +420,8 @@ class Explorer:
             elif run.arch == "decoder":
                 second.pop("ids")
             _, source = self.run(second)
-        return runs.intervene(m, run, checked, how, source)
+        position = integer(body, "position", 0, None, None)
+        return runs.intervene(m, run, checked, how, source, position)
 
     def fidelity(self, body: dict) -> dict:
         m, run = self.run(body)

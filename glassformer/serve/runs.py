@@ -160,11 +160,16 @@ def intervention_fns(m: Model, run: Run, heads: list[dict], how: str, source: Ru
     return fns
 
 
-def intervene(m: Model, run: Run, heads: list[dict], how: str, source: Run | None = None) -> dict:
+def intervene(
+    m: Model, run: Run, heads: list[dict], how: str, source: Run | None = None, position=None
+) -> dict:
     """The clean run and the run under the intervention, side by side (and the source run's
-    own outputs when patching): next tokens with their logits, the largest logit change, and,
-    for an ablation, the greedy continuation or translation under it."""
-    encoder_only = m.cfg.arch == "encoder"
+    own outputs when patching): for a model that predicts tokens, the next tokens with their
+    logits at `position` (None: a decoder's last position, an encoder-decoder's first position
+    whose prediction the intervention changes, else its first), the positions whose prediction
+    changed, and for an ablation the greedy continuation or translation under it; for a
+    classifier, each class's probability before and after; for an encoder, the cosine of the
+    pooled outputs."""
     forward = m.forward()
     fns = intervention_fns(m, run, heads, how, source)
     with np.errstate(all="ignore"):
@@ -172,17 +177,18 @@ def intervene(m: Model, run: Run, heads: list[dict], how: str, source: Run | Non
         changed = I.run_with(forward, _input(run), fns)
     delta = np.abs(np.asarray(changed) - np.asarray(clean))
     out: dict = {"how": how, "heads": heads, "max_abs_change": float(np.nanmax(delta))}
-    if encoder_only:
-        a, b = clean.mean(axis=0), changed.mean(axis=0)
-        cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
-        out |= {"kind": "embedding", "cosine": cos}
-        return out
-    pos = len(run.ids) - 1 if m.cfg.arch == "decoder" else 0
+    if m.cfg.arch == "encoder":
+        return out | _encoder_change(m, clean, changed)
+    moved = [int(t) for t in np.flatnonzero(clean.argmax(-1) != changed.argmax(-1))]
+    pos = _position(m, run, position, moved)
     both = top_tokens(m, clean[pos]) + top_tokens(m, changed[pos])
     ids = list(dict.fromkeys(t["id"] for t in both))
+    reads = display_token(piece(m.tok, run.ids[pos]), m.token_kind)
     out |= {
         "kind": "tokens",
         "position": pos,
+        "reads": reads,
+        "changed_positions": moved,
         "clean": top_tokens(m, clean[pos], 0, ids),
         "changed": top_tokens(m, changed[pos], 0, ids),
     }
@@ -191,6 +197,37 @@ def intervene(m: Model, run: Run, heads: list[dict], how: str, source: Run | Non
     if how != "patch":
         out["continuation"] = _continuations(m, run, fns)
     return out
+
+
+def _encoder_change(m: Model, clean, changed) -> dict:
+    """A classifier's class probabilities before and after (by class name); another encoder's
+    cosine between its pooled outputs."""
+    if m.cfg.n_classes:
+        before, after = decoding.softmax(clean), decoding.softmax(changed)
+        names = m.class_names
+        rows = [
+            {"label": n, "clean": float(p), "changed": float(q), "delta": float(q - p)}
+            for n, p, q in zip(names, before, after, strict=True)
+        ]
+        top = m.class_result(before)["label"], m.class_result(after)["label"]
+        return {"kind": "class", "classes": rows, "clean_label": top[0], "changed_label": top[1]}
+    a, b = clean.mean(axis=0), changed.mean(axis=0)
+    cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))
+    return {"kind": "embedding", "cosine": cos}
+
+
+def _position(m: Model, run: Run, position, moved: list[int]) -> int:
+    """The position whose prediction is told: the one asked for (checked), else the default."""
+    n = len(run.ids)
+    if position is None:
+        if m.cfg.arch == "decoder":
+            return n - 1
+        return moved[0] if moved else 0
+    if not 0 <= position < n:
+        raise GlassformerError(
+            f"position {position}: the decoder reads {n} tokens, so a position is in 0..{n - 1}"
+        )
+    return position
 
 
 CONTINUE = 20  # tokens a decoder continues for, with and without an ablation
