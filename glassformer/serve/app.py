@@ -51,6 +51,7 @@ ASSETS = {  # name -> content type: the files of explain/assets the page may fet
     "heatmap.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
     "explorer.js": "text/javascript; charset=utf-8",
+    "tour.js": "text/javascript; charset=utf-8",
 }
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "

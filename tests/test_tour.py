@@ -1,0 +1,87 @@
+"""The explorer's guided tour (issue 26, point 7), in headless Chromium: offered on a first visit,
+its steps follow one prediction from the text to the output and outline parts that are on the
+page, their words read from the page (the model's own token count and output), and once taken or
+declined it is remembered across reloads; the "tour" button starts it again."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("selenium")
+
+from test_browser import browser, need  # noqa: E402, F401
+
+from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    explorer = Explorer(Registry([os.path.relpath(ROOT / "models" / "char-lm")]))
+    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
+    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.time() + 30
+    while not srv.started and time.time() < deadline:
+        time.sleep(0.02)
+    yield url
+    srv.should_exit = True
+    thread.join(10)
+
+
+def until(driver, script: str, timeout: float = 60):
+    end = time.time() + timeout
+    while not (value := driver.execute_script(script)):
+        if time.time() > end:
+            raise AssertionError(f"timed out waiting for: {script}")
+        time.sleep(0.05)
+    return value
+
+
+def test_the_tour_is_offered_once_and_walks_one_prediction(browser, server):  # noqa: F811
+    driver = need(browser)
+    driver.set_window_size(1280, 1000)
+    driver.get(server + "#model=char-lm&text=ROMEO: But")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    until(driver, "return document.getElementById('tour-offer')")
+    driver.execute_script("document.querySelector('#tour-offer button').click()")
+    seen = []
+    while True:
+        step = until(driver, "const b = document.querySelector('.gf-tour');"
+                     "return b && [b.dataset.step, b.innerText]")  # fmt: skip
+        outlined = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.gf-tour-target'), e => e.id || "
+            "e.dataset.tab)"
+        )
+        assert len(outlined) == 1, outlined  # one part of the page at a time
+        seen.append((step[1], outlined[0]))
+        nxt = driver.execute_script("return !!document.querySelector('.gf-tour-next')")
+        if not nxt:
+            break
+        driver.execute_script("document.querySelector('.gf-tour-next').click()")
+        until(driver, f"return document.querySelector('.gf-tour').dataset.step !== '{step[0]}'")
+    assert 5 <= len(seen) <= 8
+    where = [w for _, w in seen]
+    assert where[0] == "text" and "tokens" in where and "map" in where and "output" in where
+    n = driver.execute_script("return document.querySelectorAll('#tokens .tok').length")
+    words = dict((w, t) for t, w in seen)
+    assert f"{n} tokens" in words["tokens"]  # read from the page, for this model and text
+    said = driver.execute_script("return document.getElementById('output').innerText")
+    assert said.strip().split("\n")[0][:40] in words["output"]
+    driver.execute_script("document.querySelector('.gf-tour-done').click()")
+    assert driver.execute_script("return document.querySelector('.gf-tour')") is None
+    driver.refresh()
+    until(driver, "return document.getElementById('app').dataset.ready")
+    time.sleep(0.5)
+    assert driver.execute_script("return document.getElementById('tour-offer')") is None
+    driver.execute_script("document.getElementById('tour').click()")  # asked for again
+    assert until(driver, "return document.querySelector('.gf-tour')")
+    driver.execute_script("document.querySelector('.gf-tour-close').click()")
+    assert driver.execute_script("return document.querySelector('.gf-tour')") is None
