@@ -222,3 +222,29 @@ def test_walkthrough_engine_matches_article_heads():
     np.testing.assert_allclose(tr["head0.C"], g["head1"]["output_exact"], atol=1e-7)
     np.testing.assert_allclose(tr["head1.C"], g["head2"]["output_exact"], atol=1e-7)
     assert arr(tr["Z"]).shape == (2, 4)
+
+
+def test_the_articles_decoder_as_far_as_its_printed_numbers_go(trace):
+    """issue 27, point 2: the article's decoder step is carried with its own numbers: the
+    residual + LayerNorm after its printed self-attention equals its printed row; its
+    encoder-decoder cell does not follow from its printed inputs (the walkthrough says so, and
+    this test holds that the disagreement is real); its printed probabilities are the softmax of
+    the logits they came from, 'hola' first."""
+    g = load_golden("rt_07_unseeded_random_outputs.json")
+    d = g["decoder"]
+    np.testing.assert_array_equal(
+        trace["decoder.article.self_attn"], d["self_attention_output_printed"]
+    )
+    np.testing.assert_allclose(
+        trace["decoder.article.self_ln"], d["self_attention_residual_ln_printed"], atol=5e-9
+    )
+    np.testing.assert_array_equal(
+        trace["decoder.article.cross_attn"], d["encoder_decoder_attention_output_printed"]
+    )
+    gap = np.abs(trace["decoder.article.cross_ln"] - arr(d["encoder_decoder_residual_ln_printed"]))
+    assert gap.max() > 0.1  # the stale cell the note describes
+    assert "stops" in trace.step("decoder.article.cross_ln").note
+    head = g["linear_head"]
+    np.testing.assert_allclose(trace["decoder.article.probs"], head["probs_printed"], atol=5e-9)
+    probs = trace.step("decoder.article.probs")
+    assert probs.cols[int(np.argmax(probs.values))] == "hola" == g["generate"]["steps"][0]["token"]

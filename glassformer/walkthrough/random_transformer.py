@@ -49,6 +49,19 @@ W_O = np.array(
     ]
 )
 SOS_EMBEDDING = np.array([[1.0, 0, 0, 0]])
+# The article's decoder cells, as printed (their weights were drawn with np.random.randn and no
+# seed, so only what follows from printed numbers can be recomputed; shared/golden rt_07).
+DECODER_SELF_ATTN_PRINTED = np.array([[2.19334924, 10.61851198, -4.50089666, -2.76366551]])
+DECODER_SELF_LN_PRINTED = np.array([[0.17236212, 1.54684892, -1.0828824, -0.63632864]])
+DECODER_CROSS_ATTN_PRINTED = np.array([[1.57651431, 4.92489307, -0.08644448, -0.46776051]])
+DECODER_CROSS_LN_PRINTED = np.array([[-0.44406723, 1.6552893, -0.19984632, -1.01137575]])
+VOCABULARY = ["hello", "mundo", "world", "how", "?", "EOS", "SOS", "a", "hola", "c"]
+# The logits whose softmax the article prints (its first version of the cell; the logits it
+# prints now belong to a later run: rt_07 linear_head).
+LOGITS_PRINTED_PROBS = np.array(
+    [-0.39929948, 0.96345013, 2.77090264, 0.25651866, -0.84738762, -1.67834992, -0.29583529,
+     -3.55515281, 2.97453801, -1.10682376]
+)  # fmt: skip
 
 
 def article_positions(T: int, C: int) -> np.ndarray:
@@ -272,6 +285,61 @@ def _overflow_part(t, E: np.ndarray, seed: int) -> None:
 # -- The Random Transformer: glassformer's own model, decoder and generation --------------------
 
 
+def _article_decoder(t) -> None:
+    """The article's own decoder step as far as its printed numbers carry it: the masked
+    self-attention output of SOS (printed; its weights were never seeded), its residual +
+    LayerNorm (recomputed: equal to the printed row), the encoder-decoder attention (where the
+    article's printed numbers stop following from each other), and the output head's softmax
+    (recomputed from the logits it came from)."""
+    x0 = SOS_EMBEDDING + R.sinusoidal_positions(1, 4)  # (1, 4)
+    a = t(
+        "decoder.article.self_attn",
+        DECODER_SELF_ATTN_PRINTED,
+        "masked self-attention of SOS + PE(0), as the article printed it",
+        rows=["SOS"],
+        note="The article's first decoder sublayer, printed. Its Wq, Wk, Wv and W_O were drawn "
+        "with np.random.randn and no seed, so no one can recompute this row: it is taken as "
+        "printed (with one token, the mask hides nothing and the attention weight is 1).",
+    )
+    y = t(
+        "decoder.article.self_ln",
+        article_layer_norm(x0 + a),
+        "LayerNorm(SOS + PE(0) + self-attention), the article's (x - mean)/(std + 1e-6)",
+        rows=["SOS"],
+        note="Computed here from the two rows above: the residual, then the article's "
+        "LayerNorm. It equals the article's printed [0.172, 1.547, -1.083, -0.636] to 8 "
+        "decimals: the article's numbers, carried one sublayer further.",
+    )
+    c = t(
+        "decoder.article.cross_attn",
+        DECODER_CROSS_ATTN_PRINTED,
+        "encoder-decoder attention: Q from the decoder, K and V from the encoder output",
+        rows=["SOS"],
+        note="The article's encoder-decoder attention output, printed (unseeded weights again, "
+        "and an encoder output it assumes rather than computes).",
+    )
+    t(
+        "decoder.article.cross_ln",
+        article_layer_norm(y + c),
+        "LayerNorm(previous + encoder-decoder attention)",
+        rows=["SOS"],
+        note="Here the article stops giving numbers that follow from each other: this residual "
+        "+ LayerNorm of its two printed rows is [0.084, 1.603, -0.854, -0.833], while it prints "
+        "[-0.444, 1.655, -0.200, -1.011] (a cell left from an earlier run), and its FFN output "
+        "after it is not even layer-normalised. From here on the walkthrough uses glassformer's "
+        "own model with seeded weights.",
+    )
+    t(
+        "decoder.article.probs",
+        R.softmax(LOGITS_PRINTED_PROBS),
+        "softmax(logits): the next token's probabilities",
+        cols=VOCABULARY,
+        note="The article's output head, recomputed: the softmax of the logits its printed "
+        "probabilities came from equals them to 8 decimals. 'hola' is the most likely "
+        "(0.468), so greedy decoding writes 'hola' first, as the article says.",
+    )
+
+
 def _model_part(t, seed: int, std: float) -> None:
     cfg = preset("hello-world")
     tok = article_tokenizer()
@@ -282,6 +350,7 @@ def _model_part(t, seed: int, std: float) -> None:
         rows=["SOS"],
         note="The article's decoder starts from SOS = [1,0,0,0] plus position 0: [1,1,0,1].",
     )
+    _article_decoder(t)
     p = weights.init(cfg, seed=seed, std=std)
     src = tok.encode("hello world")
     with scope("model"):
