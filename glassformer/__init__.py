@@ -28,9 +28,14 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`glassformer.load`, `Model` and `Decoding` (`glassformer.model`), imported on first use."""
+    """`glassformer.load`, `Model` and `Decoding` (`glassformer.model`) and
+    `glassformer.exercises`, imported on first use."""
     if name in ("load", "Model", "Decoding"):
         from glassformer import model
 
         return getattr(model, name)
+    if name == "exercises":
+        import importlib
+
+        return importlib.import_module("glassformer.exercises")
     raise AttributeError(f"module 'glassformer' has no attribute {name!r}")

@@ -19,6 +19,7 @@
     glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
     glassformer classify CKPT "text" ... | --input FILE [--engine ...] [--json]
     glassformer serve [MODEL_DIR ...] [--port 8000] [--dtype ...]   (the live explorer)
+    glassformer exercises [start N [DIR] | check N FILE]   (the graded path, checked)
 
 Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 
@@ -34,8 +35,8 @@ anywhere among a command's positional arguments.
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
 (walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
 attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
-init, export, import-hf, export-hf, embed, classify) and `serve`; `common` holds what they
-share, `decoding` the decoding options and running them.
+init, export, import-hf, export-hf, embed, classify), `serve` and `exercises`; `common` holds
+what they share, `decoding` the decoding options and running them.
 """
 
 from __future__ import annotations
@@ -48,12 +49,12 @@ with hold_during_imports():  # Ctrl-C while the command line loads: one line, no
     import signal
     import sys
 
-    from glassformer.cli import checkpoints, generate, probe, reports, serve, training
+    from glassformer.cli import checkpoints, exercises, generate, probe, reports, serve, training
     from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, probe, generate, training, checkpoints, serve)
+FAMILIES = (reports, probe, generate, training, checkpoints, serve, exercises)
 
 
 def main(argv: list[str] | None = None) -> int:
