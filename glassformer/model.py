@@ -7,11 +7,10 @@ command line (`cli/`) and the explorer (`serve/`) call.
     run = m.run("Hello world.")                   # one traced forward pass (float64 reference)
     run.trace["decoder.0.cross_attn.head0.A"]     # any intermediate, by name
 
-A `Model` holds the config, the float64 weights, the tokenizer, a classifier's class names and
-the engines it has built (the PyTorch engine per dtype, made once). Its methods give what the
-commands print, with the same defaults and the same refusals (a `GlassformerError` whose message
-is the command line's one line). Notes the commands print on stderr (an implied strategy, why a
-generation stopped, unknown tokens) go to `on_note` (the command line's `note`), or to
+A `Model` holds the config, float64 weights, tokenizer, class names and its engines (made once).
+Its methods give what the commands print, with their defaults and refusals (a `GlassformerError`
+whose message is the command line's one line). Notes the commands print on stderr (an implied
+strategy, why a generation stopped, unknown tokens) go to `on_note` (the CLI's `note`), or to
 `Model.notes` when none was given.
 
 Deliberately not here: argument parsing, HTTP, printing; the math (the engines), decoding
@@ -34,6 +33,7 @@ from glassformer.decoding import context_slid as _context_slid
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.touch import Run
 from glassformer.trace import Trace
+from glassformer.trace import intervene as trace_intervene
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = "try --dtype float64 or --engine reference"
@@ -137,10 +137,8 @@ class Model:
     def _repr_html_(self) -> str:
         from html import escape
 
-        return (
-            f"<div><b>glassformer.Model</b> <code>{escape(self.name)}</code><br>"
-            f"{escape(self.summary())}</div>"
-        )
+        name, what = escape(self.name), escape(self.summary())
+        return f"<div><b>glassformer.Model</b> <code>{name}</code><br>{what}</div>"
 
     def summary(self) -> str:
         """The model in one line (a report's header)."""
@@ -554,9 +552,7 @@ class Model:
 
     def intervene(self, fns: dict):
         """A context in which both engines' taps apply `fns` ({name: fn}, `interventions`)."""
-        from glassformer.trace import intervene
-
-        return intervene(fns)
+        return trace_intervene(fns)
 
     def lens(self, text: str, **kwargs) -> dict:
         """`glassformer lens --json`: the logit lens (and direct logit attribution with dla=)."""
@@ -569,6 +565,13 @@ class Model:
         from glassformer import touch
 
         return touch.attribute(self, text, **kwargs)
+
+    def diff(self, text: str, engines=("reference", "torch"), tol: float = 1e-6):
+        """`glassformer diff`: the same input through each engine, step by step in data-flow
+        order, the largest difference of every step and the first beyond `tol`."""
+        from glassformer.engine_diff import diff
+
+        return diff(self, text, engines, tol)
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -593,6 +596,3 @@ def with_params(m: Model, params: dict) -> Model:
     other = Model.__new__(Model)
     other.__dict__ = dict(m.__dict__, params=params, _engines={}, _made={})
     return other
-
-
-__all__ = ["load", "Model", "Run", "Decoding"]

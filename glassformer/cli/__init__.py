@@ -20,6 +20,8 @@
     glassformer classify CKPT "text" ... | --input FILE [--engine ...] [--json]
     glassformer serve [MODEL_DIR ...] [--port 8000] [--dtype ...]   (the live explorer)
     glassformer exercises [start N [DIR] | check N FILE]   (the graded path, checked)
+    glassformer diff MODEL "text" [--engines reference,torch,float32,int8,hf] [--tol 1e-6]
+                     [--json FILE] [--html FILE]   (where engines part, step by step)
 
 Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
 
@@ -35,8 +37,8 @@ anywhere among a command's positional arguments.
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
 (walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
 attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
-init, export, import-hf, export-hf, embed, classify), `serve` and `exercises`; `common` holds
-what they share, `decoding` the decoding options and running them.
+init, export, import-hf, export-hf, embed, classify), `serve`, `exercises` and `diff`; `common`
+holds what they share, `decoding` the decoding options.
 """
 
 from __future__ import annotations
@@ -49,12 +51,21 @@ with hold_during_imports():  # Ctrl-C while the command line loads: one line, no
     import signal
     import sys
 
-    from glassformer.cli import checkpoints, exercises, generate, probe, reports, serve, training
+    from glassformer.cli import (
+        checkpoints,
+        diff,
+        exercises,
+        generate,
+        probe,
+        reports,
+        serve,
+        training,
+    )
     from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, probe, generate, training, checkpoints, serve, exercises)
+FAMILIES = (reports, probe, generate, training, checkpoints, serve, exercises, diff)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,578 @@
+"""Where engines part: one input through several engines, compared step by step by name.
+
+    from glassformer import engine_diff
+    r = engine_diff.diff(m, "To be", ("reference", "torch", "float32", "int8"), tol=1e-6)
+    r.first_beyond["int8"]        # 'decoder.0.self_attn.head0.Q': the first linear layer
+    print(engine_diff.to_text(r))
+
+`diff(m, text, engines, tol)` runs one input with the trace on through each engine and compares
+every step the first engine records (in its data-flow order) with the same step of each other
+engine: the largest absolute difference max|a - b| and the same relative to the step's size,
+max|a - b| / max|b| (an element-wise ratio would blow up wherever a value is near zero), and for
+each engine the first step whose largest absolute difference is over `tol`. The input: a
+decoder's text; an encoder-decoder's source with its decoder tokens (`target`, by default its
+greedy translation); an encoder's text.
+
+The engines (ENGINES):
+  reference  NumPy float64, `reference.py`: the articles' math
+  torch      the PyTorch engine in float64 (its explicit attention path while tracing)
+  float32    the PyTorch engine in float32
+  int8       float32 with its linear layers in int8 (`quantize.int8`; CPUs with x86 kernels)
+  hf         transformers itself on a Hugging Face folder (GPT-2, BERT), float64, tapped by
+             forward hooks on the modules `hf.py`'s tables name; a step no module's input or
+             output is (the scores, the LayerNorm internals) is "not in hf"
+An `Engine(kind, model)` runs a kind on another model of the same shape (perturbed weights).
+
+Deliberately not here: argument parsing and printing (`cli/diff.py`), the engines' math, foreign
+module names (the tables of `hf.py`).
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from glassformer import hf
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.explain.html_pieces import asset, dims, esc
+from glassformer.model import Model
+from glassformer.trace import Trace, jsonable, tracing
+
+WHAT = {
+    "reference": "NumPy float64, the reference engine",
+    "torch": "the PyTorch engine in float64",
+    "float32": "the PyTorch engine in float32",
+    "int8": "the PyTorch engine with its linear layers in int8",
+    "hf": "transformers in float64, tapped by hooks",
+}
+ENGINES = tuple(WHAT)
+_DTYPE = {"torch": "float64", "float32": "float32", "int8": "int8"}  # the PyTorch engine's
+# transformers' class for each family the hf engine covers, and the table naming its modules.
+HF_FAMILIES = {"gpt2": ("GPT2LMHeadModel", hf.GPT2), "bert": ("BertModel", hf.BERT)}
+
+Steps = dict[str, np.ndarray]  # one engine's recorded steps, by name, in the order recorded
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine to compare: a kind of ENGINES, run on `model` (None: the model diffed), shown
+    as `label` (default: the kind)."""
+
+    kind: str
+    model: Model | None = None
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What every engine reads: the text, the decoder's (or an encoder's) token ids, an
+    encoder-decoder's source ids, and the reference run that settled them."""
+
+    text: str
+    ids: list[int]
+    src: list[int] | None
+    run: object  # touch.Run
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One step of one engine against the first engine's: max|a - b|, that over max|b|, and
+    a note when they cannot be compared element by element (shapes differ)."""
+
+    max_abs: float
+    max_rel: float
+    note: str = ""
+
+    def to_dict(self, tol: float) -> dict:
+        d = {"max_abs": self.max_abs, "max_rel": self.max_rel, "beyond": self.max_abs > tol}
+        return d | ({"note": self.note} if self.note else {})
+
+
+@dataclass(frozen=True)
+class Row:
+    """One step of the first engine: its name, shape and each other engine's `Cell` (None:
+    that engine has no step of this name)."""
+
+    name: str
+    shape: tuple[int, ...]
+    cells: dict[str, Cell | None]
+
+
+@dataclass
+class DiffResult:
+    """What `diff` found: the engines' labels (the first is the one compared against) with what
+    each is (`kinds`), the tolerance, one `Row` per step, and per other engine the first step
+    beyond the tolerance (None: none is)."""
+
+    model: str
+    summary: str
+    inputs: dict[str, list[str]]
+    engines: list[str]
+    kinds: dict[str, str]
+    tol: float
+    rows: list[Row]
+    first_beyond: dict[str, str | None] = field(default_factory=dict)
+
+    def row(self, name: str) -> Row:
+        for r in self.rows:
+            if r.name == name:
+                return r
+        raise InputError(f"no step named {name!r} in this diff")
+
+    def largest(self, label: str) -> tuple[float, str | None]:
+        """An engine's largest max|a - b| over every step it shares, and where."""
+        worst, where = 0.0, None
+        for r in self.rows:
+            c = r.cells.get(label)
+            if c is not None and (where is None or c.max_abs > worst):
+                worst, where = c.max_abs, r.name
+        return worst, where
+
+    def missing(self, label: str) -> list[str]:
+        """The steps of the first engine that `label` does not record."""
+        return [r.name for r in self.rows if r.cells.get(label) is None]
+
+    def to_dict(self) -> dict:
+        """Strict-JSON data: every row with each engine's numbers, and the findings."""
+        others = self.engines[1:]
+        rows = [
+            {
+                "name": r.name,
+                "shape": list(r.shape),
+                "engines": {e: c and c.to_dict(self.tol) for e, c in r.cells.items()},
+            }
+            for r in self.rows
+        ]
+        largest = {e: dict(zip(("max_abs", "where"), self.largest(e), strict=True)) for e in others}
+        about = {"model": self.model, "summary": self.summary, "input": self.inputs}
+        found = {"first_beyond": self.first_beyond, "largest": largest, "rows": rows}
+        engines = {"against": self.engines[0], "engines": self.engines, "kinds": self.kinds}
+        return jsonable(about | engines | {"tol": self.tol} | found)
+
+
+# -- choosing the engines -----------------------------------------------------------------------
+
+
+def parse_engines(text: str) -> list[str]:
+    """A comma-separated list of ENGINES ("reference,torch,int8"), checked: at least two."""
+    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    for n in names:
+        _check_kind(n)
+    if len(names) < 2:
+        raise InputError(
+            f"--engines needs at least two engines to compare, got {','.join(names) or 'none'}; "
+            "e.g. --engines reference,torch"
+        )
+    return names
+
+
+def _check_kind(kind: str) -> None:
+    if kind not in ENGINES:
+        close = difflib.get_close_matches(str(kind), ENGINES, n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise InputError(f"unknown engine {kind!r}; use some of {', '.join(ENGINES)}{hint}")
+
+
+def _engines(engines: Sequence[str | Engine], m: Model) -> tuple[list[Engine], list[str]]:
+    """The engines as `Engine`s on their models, and unique labels ("reference", "reference#2")."""
+    chosen = [e if isinstance(e, Engine) else Engine(e) for e in engines]
+    if len(chosen) < 2:
+        raise InputError("diff needs at least two engines to compare, e.g. reference,torch")
+    labels: list[str] = []
+    for e in chosen:
+        _check_kind(e.kind)
+        label, k = e.label or e.kind, 2
+        while label in labels:
+            label, k = f"{e.label or e.kind}#{k}", k + 1
+        labels.append(label)
+    return [
+        Engine(e.kind, e.model or m, lab) for e, lab in zip(chosen, labels, strict=True)
+    ], labels
+
+
+# -- the engines, each as a function of the inputs to its steps --------------------------------
+
+
+def _steps(trace: Trace) -> Steps:
+    """A trace's steps, each name once (its first record: an encoder's sentence embedding runs
+    the encoder again), as float64 (bool masks stay bool)."""
+    out: Steps = {}
+    for s in trace.steps:
+        if s.name not in out:
+            out[s.name] = np.asarray(s.values)
+    return out
+
+
+def _reference(model: Model, base: Model) -> Callable[[Inputs], Steps]:
+    if model is base:  # the run that settled the inputs is this engine's run
+        return lambda x: _steps(x.run.trace)
+
+    def run(x: Inputs) -> Steps:
+        if model.cfg.arch == "decoder":
+            return _steps(model.run(ids=x.ids, quiet=True).trace)
+        target = list(x.ids) if model.cfg.arch == "encoder-decoder" else None
+        return _steps(model.run(x.text, target=target, quiet=True).trace)
+
+    return run
+
+
+def _torch(model: Model, kind: str) -> Callable[[Inputs], Steps]:
+    try:
+        import torch
+    except ImportError:
+        raise GlassformerError(f"the {kind} engine needs PyTorch: {INSTALL_TORCH}") from None
+    engine = model.torch(_DTYPE[kind])  # int8 without x86 kernels: refused here, before work
+    if engine is None:
+        raise GlassformerError(
+            f"{model.name} was loaded with engine='reference': load it with engine='auto' to "
+            f"compare the {kind} engine"
+        )
+
+    def run(x: Inputs) -> Steps:
+        src = {} if x.src is None else {"src_ids": torch.tensor([x.src])}
+        with torch.no_grad(), np.errstate(all="ignore"), tracing() as tr:
+            engine(torch.tensor([x.ids]), **src)
+        return _steps(tr)
+
+    return run
+
+
+def _runner(e: Engine, base: Model) -> Callable[[Inputs], Steps]:
+    """The function from the inputs to engine `e`'s steps, made before any work (so that an
+    engine that cannot run here is refused first)."""
+    if e.kind == "reference":
+        return _reference(e.model, base)
+    if e.kind == "hf":
+        return _hf(e.model)
+    return _torch(e.model, e.kind)
+
+
+# -- the hf engine: transformers, tapped by forward hooks ---------------------------------------
+
+
+def _hf_modules(table: list, cfg) -> dict[str, tuple[str, int, int]]:
+    """{our module: (their module, part, parts)} from a table of `hf.py`: a fused module (GPT-2's
+    c_attn, q | k | v) gives each of our modules one of its equal parts along the last axis."""
+    out = {}
+    for ours, theirs, _kind in table:
+        ours = (ours,) if isinstance(ours, str) else ours
+        stack = ours[0].split(".")[0]
+        n = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
+        for i in range(n) if "{i}" in theirs else [None]:
+            for j, o in enumerate(ours):
+                out[o.format(i=i)] = (theirs.format(i=i), j, len(ours))
+    return out
+
+
+def _hf_points(cfg) -> list[tuple[str, str, str]]:
+    """(our module, "in" or "out", our step) for each step that is a module's input or output in
+    a one-stack model (GPT-2, BERT); "{h}" in a step: its heads, split along the last axis."""
+    s = "decoder" if cfg.arch == "decoder" else "encoder"
+    n = cfg.n_decoder_layers if s == "decoder" else cfg.n_encoder_layers
+    pre, points = cfg.norm == "pre", []
+
+    def at(module: str, where: str, *steps: str) -> None:
+        points.extend((f"{s}.{module}", where, f"{s}.{step}") for step in steps)
+
+    if not cfg.embed_scale:
+        at("tok_embed", "out", "X")
+    at("pos_embed", "out", "P")
+    at("type_embed", "out", "types")
+    at("embed_norm", "in", "sum")
+    at("embed_norm", "out", "embed_norm.out", "input")
+    for i in range(n):
+        L = f"layers.{i}"
+        if pre:
+            at(f"{L}.norm1", "in", *(["input"] if i == 0 else [f"{i - 1}.add2", f"{i - 1}.out"]))
+        at(f"{L}.norm1", "out", f"{i}.norm1.out")
+        for x in "QKV":
+            at(f"{L}.self_attn.{x.lower()}", "out", f"{i}.self_attn.head{{h}}.{x}")
+        at(f"{L}.self_attn.o", "in", f"{i}.self_attn.concat")
+        at(f"{L}.self_attn.o", "out", f"{i}.self_attn.Z")
+        at(f"{L}.norm1" if not pre else f"{L}.norm2", "in", f"{i}.add1")
+        at(f"{L}.norm2", "out", f"{i}.norm2.out")
+        at(f"{L}.ffn.w2", "in", f"{i}.ffn.hidden")
+        at(f"{L}.ffn.w2", "out", f"{i}.ffn.out")
+        if not pre:
+            at(f"{L}.norm2", "in", f"{i}.add2")
+            at(f"{L}.norm2", "out", f"{i}.out", *(["output"] if i == n - 1 else []))
+    if pre:
+        at("norm", "in", f"{n - 1}.add2", f"{n - 1}.out")
+        at("norm", "out", "norm.out", "output")
+    return points
+
+
+def _hf(m: Model) -> Callable[[Inputs], Steps]:
+    if m.family is None:
+        raise GlassformerError(
+            f"the hf engine runs transformers on a Hugging Face folder; {m.name} is not one: "
+            "drop hf from --engines"
+        )
+    if m.family not in HF_FAMILIES:
+        raise GlassformerError(
+            f"the hf engine covers {', '.join(HF_FAMILIES)} folders, not model_type "
+            f"{m.family!r}: drop hf from --engines"
+        )
+    try:
+        import torch
+        import transformers
+    except ImportError:
+        raise GlassformerError(
+            "the hf engine needs transformers (and PyTorch): pip install transformers"
+        ) from None
+    cls_name, table = HF_FAMILIES[m.family]
+    transformers.utils.logging.disable_progress_bar()
+    options = dict(local_files_only=True, dtype=torch.float64, attn_implementation="eager")
+    model = getattr(transformers, cls_name).from_pretrained(str(m.path), **options).eval()
+    # (eager attention: it returns the attention weights)
+    ours = _hf_modules(table, m.cfg)
+    points = [p for p in _hf_points(m.cfg) if p[0] in ours]
+    modules = dict(model.named_modules())
+    wanted = sorted({ours[p[0]][0] for p in points} & set(modules))
+
+    def run(x: Inputs) -> Steps:
+        seen: dict[tuple[str, str], np.ndarray] = {}
+
+        def hook(name: str):
+            def record(_module, args, output):
+                if args:  # the input, when it is passed by position (always, for these modules)
+                    seen[name, "in"] = _first(args[0])
+                seen[name, "out"] = _first(output)
+
+            return record
+
+        handles = [modules[w].register_forward_hook(hook(w)) for w in wanted]
+        try:
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([x.ids]), output_attentions=True)
+        finally:
+            for h in handles:
+                h.remove()
+        return _hf_steps(m.cfg, points, ours, seen, out)
+
+    return run
+
+
+def _first(t) -> np.ndarray:
+    """A batch's first sequence as float64 NumPy."""
+    return t[0].detach().double().cpu().numpy()
+
+
+def _hf_steps(cfg, points, ours, seen, out) -> Steps:
+    """Our steps from what the hooks saw and the model's outputs (attention weights, logits)."""
+    steps: Steps = {}
+    D = cfg.head_dim
+    for module, where, step in points:
+        their, part, n = ours[module]
+        if (their, where) not in seen:
+            continue
+        x = seen[their, where]
+        x = np.split(x, n, axis=-1)[part] if n > 1 else x
+        if "{h}" in step:
+            for h in range(cfg.n_heads):
+                steps.setdefault(step.format(h=h), x[..., h * D : (h + 1) * D])
+        else:
+            steps.setdefault(step, x)
+    stack = "decoder" if cfg.arch == "decoder" else "encoder"
+    for i, A in enumerate(getattr(out, "attentions", None) or ()):
+        for h in range(cfg.n_heads):
+            steps[f"{stack}.{i}.self_attn.head{h}.A"] = _first(A)[h]
+    if getattr(out, "logits", None) is not None:
+        steps["logits"] = _first(out.logits)
+    return steps
+
+
+# -- comparing ----------------------------------------------------------------------------------
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> Cell:
+    """Engine values `a` against the first engine's `b`: max|a - b| (equal infinities and NaN
+    against NaN differ by 0; a non-finite value against another value, by inf) and that over
+    max|b| (its finite values)."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if a.shape != b.shape:
+        return Cell(math.inf, math.inf, f"shape {dims(a.shape)} here, {dims(b.shape)} there")
+    with np.errstate(all="ignore"):
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        d = np.where(same, 0.0, np.abs(a - b))  # (shape)
+    d = np.where(np.isnan(d), math.inf, d)
+    max_abs = float(d.max()) if d.size else 0.0
+    finite = np.abs(b[np.isfinite(b)])
+    scale = float(finite.max()) if finite.size else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else math.inf)
+    return Cell(max_abs, max_rel)
+
+
+def diff(
+    m: Model,
+    text: str,
+    engines: Sequence[str | Engine] = ("reference", "torch"),
+    tol: float = 1e-6,
+    *,
+    target: str | None = None,
+) -> DiffResult:
+    """`text` through every engine (see the module docstring), compared with the first: a
+    `DiffResult`. target: an encoder-decoder's decoder text (default: its greedy translation).
+    Every engine is checked before any work (an unknown one, int8 without its kernels, hf on a
+    folder transformers cannot read)."""
+    if not (isinstance(tol, int | float) and math.isfinite(tol) and tol >= 0):
+        raise InputError(f"the tolerance must be a finite number >= 0, got {tol!r}")
+    if target is not None and m.cfg.arch != "encoder-decoder":
+        what = "a decoder" if m.cfg.arch == "decoder" else "an encoder"
+        raise InputError(f"--target is for an encoder-decoder; {m.name} is {what}: drop it")
+    chosen, labels = _engines(engines, m)
+    runners = [_runner(e, m) for e in chosen]
+    run = m.run(text, target=target, quiet=True)
+    src = list(run.src) if m.cfg.arch == "encoder-decoder" else None
+    x = Inputs(text, list(run.ids), src, run)
+    base, *others = [r(x) for r in runners]
+    rows = [_row(name, b, dict(zip(labels[1:], others, strict=True))) for name, b in base.items()]
+    first = {e: next((r.name for r in rows if _beyond(r.cells[e], tol)), None) for e in labels[1:]}
+    inputs = {"tokens": m.readable(x.ids)}
+    if src is not None:
+        inputs = {"source": m.readable(src), "target": m.readable(x.ids)}
+    kinds = {lab: _kind_text(e, m) for e, lab in zip(chosen, labels, strict=True)}
+    return DiffResult(m.name, m.summary(), inputs, labels, kinds, float(tol), rows, first)
+
+
+def _row(name: str, b: np.ndarray, others: dict[str, Steps]) -> Row:
+    cells = {e: compare(t[name], b) if name in t else None for e, t in others.items()}
+    return Row(name, tuple(b.shape), cells)
+
+
+def _beyond(c: Cell | None, tol: float) -> bool:
+    return c is not None and c.max_abs > tol
+
+
+def _kind_text(e: Engine, m: Model) -> str:
+    return WHAT[e.kind] + ("" if e.model is m else f", on the weights of {e.model.name}")
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def _num(x: float) -> str:
+    """A difference for reading: 0, inf, or three significant digits."""
+    return "0" if x == 0 else ("inf" if math.isinf(x) else f"{x:.2e}")
+
+
+def _header(r: DiffResult) -> list[str]:
+    lines = [f"glassformer diff: {r.model} ({r.summary})"]
+    for what, toks in r.inputs.items():
+        lines.append(f"{what}: {' '.join(toks)} ({len(toks)} tokens)")
+    lines += [f"  {e}: {r.kinds[e]}" for e in r.engines]
+    lines.append(f"each step against {r.engines[0]}: max|Δ| the largest absolute difference,")
+    lines.append(f"rel the same over the step's largest |value|; * beyond the tolerance {r.tol:g}")
+    return lines
+
+
+def to_text(r: DiffResult) -> str:
+    """The printed table: one line per step in data-flow order, each other engine's max|Δ| and
+    rel, the first step beyond the tolerance marked, then what was found per engine."""
+    others = r.engines[1:]
+    name_w = max(4, *(len(row.name) for row in r.rows))
+    shape_w = max(5, *(len(dims(row.shape)) for row in r.rows))
+    col = max(21, *(len(e) + 2 for e in others))
+    lines = _header(r) + [""]
+    lines.append(
+        f"{'step':<{name_w}}  {'shape':>{shape_w}}" + "".join(f"{e:>{col}}" for e in others)
+    )
+    sub = f"{'max|Δ|':>10} {'rel':>9} "
+    lines.append(" " * (name_w + shape_w + 2) + "".join(f"{sub:>{col}}" for _ in others))
+    for row in r.rows:
+        cells = []
+        for e in others:
+            c = row.cells[e]
+            if c is None:
+                cells.append(f"{'not in ' + e:>{col - 1}} ")
+            else:
+                flag = "*" if c.max_abs > r.tol else " "
+                cells.append(f"{_num(c.max_abs):>{col - 11}} {_num(c.max_rel):>9}{flag}")
+        firsts = [e for e in others if r.first_beyond[e] == row.name]
+        mark = f"  <- first beyond: {', '.join(firsts)}" if firsts else ""
+        lines.append(f"{row.name:<{name_w}}  {dims(row.shape):>{shape_w}}{''.join(cells)}{mark}")
+    return "\n".join(line.rstrip() for line in lines + [""] + _findings(r))
+
+
+def _findings(r: DiffResult) -> list[str]:
+    """Per engine: its first step beyond the tolerance (or none, and its largest difference)
+    and how many steps it does not record."""
+    lines = []
+    for e in r.engines[1:]:
+        first = r.first_beyond[e]
+        if first is None:
+            worst, where = r.largest(e)
+            at = f" at {where}" if where else ""
+            lines.append(f"{e}: no step beyond {r.tol:g} (largest max|Δ| {_num(worst)}{at})")
+        else:
+            c = r.row(first).cells[e]
+            lines.append(
+                f"{e}: first step beyond {r.tol:g}: {first} (max|Δ| {_num(c.max_abs)}, rel "
+                f"{_num(c.max_rel)}{'; ' + c.note if c.note else ''})"
+            )
+        missing = r.missing(e)
+        if missing:
+            lines.append(f"  {len(missing)} of {len(r.rows)} steps are not in {e}")
+    return lines
+
+
+# On the report's `table.touch` (its rows' lines, `tr.changed` tinting a first step beyond).
+_CSS = """.gf table.diff td{text-align:right;font:12px ui-monospace,Menlo,Consolas,monospace}
+.gf table.diff td.name,.gf table.diff td.mark{text-align:left}.gf td.absent{color:#8a939e}
+.gf table.diff td.beyond{color:#a3162a;font-weight:600}.gf td.mark{color:#a3162a}
+"""
+
+
+def _html_cell(c: Cell | None, e: str, tol: float) -> str:
+    if c is None:
+        return f'<td class="absent" colspan="2">not in {esc(e)}</td>'
+    cls = ' class="beyond"' if c.max_abs > tol else ""
+    exact = [f"{c.max_abs!r}", f"{c.max_rel!r}"]  # exact on hover
+    if c.note:
+        exact = [f"{x} ({c.note})" for x in exact]
+    return (
+        f'<td{cls} title="{esc(exact[0])}">{_num(c.max_abs)}</td>'
+        f'<td{cls} title="{esc(exact[1])}">{_num(c.max_rel)}</td>'
+    )
+
+
+def to_html(r: DiffResult) -> str:
+    """One self-contained page: the header, the findings, and the table (the cells beyond the
+    tolerance tinted, each engine's first such step outlined and named)."""
+    others = r.engines[1:]
+    title = f"glassformer diff: {r.model}"
+    head = "".join(f'<th colspan="2">{esc(e)}</th>' for e in others)
+    sub = "<th>max |Δ|</th><th>relative</th>" * len(others)
+    body = []
+    for row in r.rows:
+        firsts = [e for e in others if r.first_beyond[e] == row.name]
+        cls = ' class="changed first"' if firsts else ""
+        mark = f"← first beyond the tolerance: {', '.join(firsts)}" if firsts else ""
+        cells = "".join(_html_cell(row.cells[e], e, r.tol) for e in others)
+        body.append(
+            f'<tr{cls}><td class="name">{esc(row.name)}</td><td>{esc(dims(row.shape))}</td>'
+            f'{cells}<td class="mark">{esc(mark)}</td></tr>'
+        )
+    *info, how, how_more = _header(r)[1:]
+    header = "".join(
+        f"<p class='sub'>{esc(line.strip())}</p>"
+        for line in [*info, f"{how} {how_more.replace('* beyond', 'in red: beyond')}"]
+    )
+    findings = "".join(f"<li>{esc(line.strip())}</li>" for line in _findings(r))
+    table = (
+        f'<table class="touch diff"><thead><tr><th class="name" rowspan="2">step</th>'
+        f'<th rowspan="2">shape</th>{head}<th rowspan="2"></th></tr><tr>{sub}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{esc(title)}</title><style>\n{asset('report.css')}{_CSS}</style></head>\n"
+        f'<body><div class="gf"><header><h1>{esc(title)}</h1><p class="sub">{esc(r.summary)}'
+        f"</p>{header}</header><section><h2>What was found</h2><ul>{findings}</ul></section>"
+        f"<section><h2>Every step</h2>{table}</section></div></body></html>\n"
+    )
