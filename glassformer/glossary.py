@@ -1,8 +1,12 @@
-"""Name -> equation, in the articles' notation, for every step the reference engine records.
+"""Name -> equation, in the articles' notation, for every step the reference engine records;
+and the words beside the equations: each step's name and what it does, in plain language.
 
 The last component of a step name (`encoder.0.self_attn.head1.A` -> `A`) selects the entry;
-`self_attn` / `cross_attn` in the name say where Q and K, V come from. Data only: it sits below
-the trace (which fills in a recorded step's equation from it) and imports nothing.
+`self_attn` / `cross_attn` in the name say where Q and K, V come from. `TITLES` and `PLACES` are
+the words of a name's parts (the engine's and the two walkthroughs'), `MEANINGS` one sentence per
+kind of step (`explain.words.kind`), in the symbols of the equations. Data only: it sits below
+the trace (which fills in a recorded step's equation from it) and imports nothing; the titles
+and sentences are put together in `explain/words.py`.
 """
 
 from __future__ import annotations
@@ -60,3 +64,204 @@ def equation_for(name: str) -> str:
         if parts[-2].isdigit():
             return _BLOCK_OUT
     return EQUATIONS.get(last, "")
+
+
+# A step's own name (the last part of it) in words, for its title.
+TITLES: dict[str, str] = {
+    "X": "token embeddings X",
+    "P": "positional encodings P",
+    "types": "token-type embeddings",
+    "sum": "embeddings summed",
+    "input": "input to the first layer",
+    "Q": "queries Q",
+    "K": "keys K",
+    "V": "values V",
+    "scores": "scores Ω",
+    "scaled": "scaled scores Ω / √c",
+    "mask": "attention mask",
+    "A": "attention weights",
+    "concat": "heads concatenated",
+    "Z": "output projection Z",
+    "mean": "mean μ",
+    "std": "spread √(σ² + ε)",
+    "normalized": "normalised",
+    "hidden": "hidden activations",
+    "output": "final hidden states",
+    "pooled": "pooled embedding",
+    "embedding": "sentence embedding",
+    "embeddings": "token embeddings",
+    "standard": "the standard formula",
+    "article": "the article's formula",
+    "E": "as printed",
+    "WQ": "query weights Wq",
+    "WK": "key weights Wk",
+    "WV": "value weights Wv",
+    "W_query": "query weights Wq",
+    "W_key": "key weights Wk",
+    "W_value": "value weights Wv",
+    "W_O": "output weights W_O",
+    "E_plus_Z": "E + Z",
+    "layernorm_article": "the article's LayerNorm",
+    "layernorm_formula": "LayerNorm, the textbook formula",
+    "example": "a worked example",
+    "one_block": "one block, without residual or LayerNorm",
+    "one_block_residual_ln": "one block with residual + LayerNorm",
+    "max_abs": "largest |value| after each block",
+    "sos_input_article": "the SOS token's input",
+    "encoder_output": "encoder output M",
+    "output_ids": "generated token ids",
+    "inputs": "input embeddings x",
+    "scores_2": "scores of query 2",
+    "weights_2_sum": "weights of query 2, divided by their sum",
+    "weights_2": "weights of query 2",
+    "context_2": "context vector of query 2",
+    "query_2": "query of token 2",
+    "keys": "keys K",
+    "values": "values V",
+    "score_22": "score of query 2 with key 2",
+    "mask_simple": "causal mask",
+    "masked_simple": "weights with the mask applied",
+    "masked_simple_norm": "masked weights, renormalised",
+    "ones": "dropout applied to ones",
+    "a": "a 4-d tensor a",
+    "a_aT": "a · aᵀ, head by head",
+    "weight": "weight",
+    "bias": "bias",
+    "Q_split": "queries split into heads",
+    "K_split": "keys split into heads",
+    "V_split": "values split into heads",
+    "C_heads": "head outputs C_h",
+    "self_ln": "LayerNorm after self-attention",
+    "cross_ln": "LayerNorm after cross-attention",
+}
+
+# The walkthroughs' groups of steps in words (any other part: its name, "_" read as a space).
+PLACES: dict[str, str] = {
+    "div30": "÷30 variant",
+    "seeded": "seeded run",
+    "block_residual_ln": "block with residual + LayerNorm",
+    "overflow": "overflow test",
+    "naive": "naive softmax",
+    "stable": "stable softmax",
+    "residual_ln": "stable softmax + residual + LayerNorm",
+    "residual": "residual + LayerNorm",
+    "positions": "positional encodings",
+    "encoder_input": "encoder input",
+    "softmax": "softmax",
+    "simple": "attention without weights",
+    "trainable": "trainable attention, query 2",
+    "all": "all queries at once",
+    "v2": "the nn.Linear version",
+    "causal": "causal attention",
+    "dropout": "dropout",
+    "batch": "a batch",
+    "causal_attention": "CausalAttention",
+    "wrapper": "multi-head wrapper",
+    "batched_matmul": "batched matmul",
+    "mha": "MultiHeadAttention",
+    "out_proj": "output projection W_o",
+    "article": "the article's printed step",
+}
+
+# What a step does, one plain sentence per kind of step (`explain.words.kind`).
+MEANINGS: dict[str, str] = {
+    "X": "Each token id picks its row of the embedding matrix: one vector of C numbers per token.",
+    "P": (
+        "One vector per position, added to the token embeddings so that the model can tell the "
+        "order of the tokens."
+    ),
+    "types": "One vector per token type (segment A or B), added to the embeddings.",
+    "sum": "Token embeddings plus positions (plus token types), before the embedding LayerNorm.",
+    "input": "What the first layer reads: each token's embedding plus its position.",
+    "Q": "Each token's query: what it looks for among the tokens it may attend to.",
+    "K": "Each token's key: what the queries are compared with to find it.",
+    "V": "Each token's value: what it hands on to the tokens that attend to it.",
+    "cross.Q": "Each decoder token's query, compared with the keys of the source tokens.",
+    "cross.K": "The keys of the source tokens, made from the encoder's output M.",
+    "cross.V": (
+        "The values of the source tokens, made from the encoder's output M: what "
+        "cross-attention brings into the decoder."
+    ),
+    "scores": (
+        "Every query dotted with every key: row i, column j says how well token i's query "
+        "matches token j's key."
+    ),
+    "scaled": (
+        "The scores divided by √c (c: the head's width), so that the softmax does not saturate."
+    ),
+    "mask": (
+        "Which keys each query may see (True = may); the others' scores become −∞, so their "
+        "weight is 0."
+    ),
+    "dropout.A": (
+        "The attention weights after dropout: the dropped ones are 0, the kept ones scaled up by "
+        "1 / (1 − p), so a row no longer sums to 1."
+    ),
+    "dropout.mask": "The dropout draw: 1 keeps a weight (scaled up by 1 / (1 − p)), 0 drops it.",
+    "A": (
+        "The softmax of each row of the scaled scores: how much of each token's value row i "
+        "takes; every row sums to 1."
+    ),
+    "C": "The head's output: for each token, the attention-weighted mix of the value vectors.",
+    "concat": "The outputs of all heads side by side, one row per token.",
+    "Z": (
+        "The concatenated heads times W_O: the attention sublayer's output, back in the model's"
+        " width C."
+    ),
+    "add": (
+        "The residual connection: the sublayer's input plus its output, so information can flow"
+        " past the sublayer."
+    ),
+    "mean": "LayerNorm's first step: the mean μ of each token's vector.",
+    "std": "The spread of each token's vector, √(σ² + ε), that LayerNorm divides by.",
+    "normalized": "Each token's vector minus its mean, divided by its spread: mean 0, spread 1.",
+    "norm.out": (
+        "The normalised vectors scaled by γ and shifted by β, two learned vectors of C numbers."
+    ),
+    "hidden": (
+        "The feed-forward network's wide layer: x·W1 + b1 through the activation, F units per "
+        "token."
+    ),
+    "ffn.out": (
+        "The hidden units mapped back to the model's width C: the feed-forward sublayer's output."
+    ),
+    "block.out": "What this layer hands to the next: the result of its last sublayer.",
+    "output": (
+        "The stack's final vectors, one per token (after a final LayerNorm in a pre-LN model)."
+    ),
+    "logits": (
+        "One score per vocabulary token at each position: the final vectors times the output "
+        "matrix."
+    ),
+    "probs": "The logits through a softmax: the probability of each token coming next.",
+    "class.logits": "One score per class, from the pooled vector times the classifier matrix.",
+    "class.probs": "The class logits through a softmax: the probability of each class.",
+    "pooled": "The mean of the encoder's output vectors: one vector for the whole input.",
+    "embedding": "The pooled vector divided by its length: the sentence embedding, of length 1.",
+    "weights": (
+        "A weight matrix that the inputs are multiplied by: learned in a model, drawn at random "
+        "or written by hand in the walkthroughs."
+    ),
+    "head.alone": "One head's matrix times its own transpose, computed alone to check the batch.",
+    "max_abs": "The largest |value| after each block, to see whether the numbers blow up.",
+    "output_ids": "The token ids the decoding chose, one per step, after the start token.",
+    "scores_2": "Token 2 (journey) as the query: its dot product with every input.",
+    "weights_2_sum": "Those scores divided by their sum: a first, crude normalisation.",
+    "weights_2": "The softmax of token 2's scores: its attention weights, summing to 1.",
+    "context_2": "Token 2's context vector: the inputs mixed by its attention weights.",
+    "query_2": "Token 2's query, x_2·Wq.",
+    "score_22": "One score: token 2's query dotted with token 2's key.",
+    "mask_simple": "The causal mask: ones on and below the diagonal.",
+    "masked_simple": "The attention weights with the weights above the diagonal zeroed.",
+    "masked_simple_norm": "The zeroed weights renormalised so that each row sums to 1 again.",
+    "ones": "Dropout on a matrix of ones: the kept entries are scaled by 1 / (1 − p).",
+    "a": "A small 4-d tensor (batch × heads × tokens × width) to show a batched product.",
+    "a_aT": "Each head's matrix times its own transpose, all in one batched product.",
+    "split": "The projection's columns split into H heads of D columns each.",
+    "inputs": "The six input vectors x_1 ... x_6, one per word.",
+    "example": "A small softmax worked by hand.",
+    "given": "The article's hand-written numbers.",
+    "formula": "The article's variant of the formula, computed beside the textbook one.",
+    "block": "One whole block, as the article's code computes it.",
+    "bias": "A learned bias vector, added after the projection.",
+}

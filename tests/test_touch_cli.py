@@ -152,5 +152,5 @@ def test_html_report_draws_the_patching_table_as_a_heatmap(capsys, models, tmp_p
     table = json.loads((tmp_path / "p.json").read_text())["interventions"]["patching"]["tables"]
     page = _section((tmp_path / "p.html").read_text(encoding="utf-8"), "patching")
     cells = re.findall(r'<td style="background:#[0-9a-f]{6}"[^>]* title="([^"]+)"', page)
-    assert cells == [f"{v:.12g}" for row in table["self_attn"]["values"] for v in row]
+    assert cells == [f"{v:.15g}" for row in table["self_attn"]["values"] for v in row]  # exact
     assert all(f"<th>{r}</th>" in page for r in table["self_attn"]["rows"])

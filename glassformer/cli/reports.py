@@ -171,6 +171,7 @@ def cmd_explain(args) -> int:
         tokens=told["tokens"],
         result=told["result"],
         touched=told.get("interventions"),
+        cfg=m.cfg,
     )
     shown = _only(_select(trace, layers, heads), args.only)
     readable = {k: display_tokens(v, kind) for k, v in shown.labels.items()}

@@ -49,10 +49,11 @@ from glassformer.explain.html_pieces import (
     asset,
     color_scale,
     decode_step,
+    decoding_html,
     dims,
     esc,
     heatmap_data,
-    overflow_svg,
+    overflow_section,
     reduced_note,
     result_html,
     shape_text,
@@ -61,7 +62,9 @@ from glassformer.explain.html_pieces import (
     tokens_table,
 )
 from glassformer.explain.html_touch import ablation_section, patching_section
+from glassformer.explain.overview import report_overview
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
+from glassformer.explain.words import naming, shows, title, what
 from glassformer.tokenizer.display import display_token
 from glassformer.trace import Step, Trace
 
@@ -94,6 +97,7 @@ def render_html(
     tokens: dict[str, dict] | None = None,
     result: dict | None = None,
     touched: dict | None = None,
+    cfg=None,
 ) -> str:
     """The trace as one self-contained HTML document of at most `max_bytes` bytes.
 
@@ -104,13 +108,14 @@ def render_html(
     kind (`tokenizer.display_kind`), so that token labels read as text (None: whitespace made
     visible only); tokens: {stack: {"what", "ids", "pieces"}}, how the input was split, shown
     first; result: {"summary", ...}, what the model made of it, shown last; touched:
-    {"ablation", "patching"} as `cli/touch.py` makes them (`html_touch.py` draws them).
+    {"ablation", "patching"} as `cli/touch.py` makes them (`html_touch.py` draws them); cfg: the
+    model's Config, drawn as "The whole model" (`overview.py`; none for a walkthrough).
     """
     steps = select_steps(trace, layers, heads)
     shrink: dict[str, str] = {}
     for _ in range(3):
         page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
-        told = {"tokens": tokens, "result": result, "touched": touched or {}}
+        told = {"tokens": tokens, "result": result, "touched": touched or {}, "cfg": cfg}
         doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads), told)
         size = len(doc.encode("utf-8"))
         if size <= max_bytes:
@@ -179,6 +184,7 @@ class _Page:
         self.attention: set[str] = set()
         self.data_bytes = 0
         self.heads = HeadNumbers(trace.steps)
+        self.naming = naming(trace, self.heads)  # how titles name stacks, sublayers and heads
         # prefix -> the mask recorded beside its scores (True = may attend)
         self.masks = {
             s.name[: -len(".mask")]: np.asarray(s.values, bool)
@@ -204,6 +210,7 @@ class _Page:
         touch = {k: DRAW_TOUCHED[k](v) for k, v in told["touched"].items()}
         sections = [
             ("tokens", "The input, as tokens", self.tokens(tokens)),
+            ("model", "The whole model", report_overview(told.get("cfg"), steps)),
             ("story", "The story", self.story(steps)),
             ("overflow", "Why softmax needs care: overflow", self.overflow(steps)),
             ("scaling", "÷√c or ÷30: how scaling shapes attention", self.scaling(steps)),
@@ -326,20 +333,23 @@ class _Page:
         return rows, cols
 
     def card(self, s: Step, anchor: bool = True) -> str:
+        """A step's card: its title, its equation, what it does and what this run shows, then
+        its internal name and shape, its narration, its values (and the weights beside)."""
         rows, cols = self.labels(s)
         key = self.key[id(s)]
         attrs = f' id="step-{esc(s.name)}"' if anchor else ""
         note = f'<p class="note">{esc(s.note)}</p>' if s.note else ""
-        head = self.heads.label(s.name)
-        head = f'<span class="head-no">{esc(head)}</span>' if head else ""
         masked = self.masked(s)
         if masked is not None and masked.any():
             note += '<p class="shape">Hatched −∞: scores the mask hides from the softmax.</p>'
+        told = shows(s, self.trace, (rows, cols))
+        told = f'<p class="shows">{esc(told)}</p>' if told else ""
         return (
-            f'<article class="step"{attrs}><header><code class="name">{esc(s.name)}</code>'
-            f'{head}<span class="eq">{esc(s.equation)}</span></header>'
-            f'<p class="shape">{shape_text(s)}</p>{note}'
-            f"{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'), masked, s.name)}"
+            f'<article class="step"{attrs}><header><h3 class="step-title">'
+            f'{esc(title(s.name, self.naming))}</h3><span class="eq">{esc(s.equation)}</span>'
+            f'</header><p class="what">{esc(what(s.name, self.naming))}</p>{told}'
+            f'<p class="shape"><code class="name">{esc(s.name)}</code> · {shape_text(s)}</p>'
+            f"{note}{self.matrix(key, s.values, rows, cols, s.name.endswith('.A'), masked, s.name)}"
             f"{self.weights_beside(s, key)}</article>"
         )
 
@@ -400,24 +410,7 @@ class _Page:
         return "".join(out)
 
     def overflow(self, steps) -> str:
-        names = {s.name: s for s in steps}
-        runs = {r: names.get(f"overflow.{r}.max_abs") for r in ("naive", "stable", "residual_ln")}
-        if not all(runs.values()):
-            return ""
-        labels = {
-            "naive": "naive softmax exp(x)/Σexp(x)",
-            "stable": "stable softmax (max subtracted)",
-            "residual_ln": "stable + residual + LayerNorm",
-        }
-        series = {labels[r]: s.values for r, s in runs.items()}
-        notes = "".join(f"<li>{esc(s.note)}</li>" for s in runs.values() if s.note)
-        values = table(np.array(list(series.values())), list(series), runs["naive"].cols or None)
-        return (
-            "<p>The same six randomly drawn encoder blocks, stacked, three ways: the largest "
-            "|value| after each block (log scale). A missing point is NaN: the naive softmax "
-            "overflowed.</p>"
-            f"{overflow_svg(series)}<ul>{notes}</ul>{values}"
-        )
+        return overflow_section(steps)
 
     def scaling(self, steps) -> str:
         names = {s.name: s for s in steps}
@@ -477,7 +470,8 @@ class _Page:
                 f'<figure class="att" data-site="{esc(m.site)}" '
                 f'data-layer="{"" if m.layer is None else m.layer}" '
                 f'data-head="{"" if m.head is None else m.head}" data-name="{esc(m.step.name)}"'
-                f"{'' if n == 0 else ' hidden'}><figcaption><code>{esc(m.step.name)}</code> "
+                f"{'' if n == 0 else ' hidden'}><figcaption><b>"
+                f"{esc(title(m.step.name, self.naming))}</b> <code>{esc(m.step.name)}</code> "
                 f"{esc(m.kind)} · {dims(m.step.shape)}{' · ' + esc(named) if named else ''}"
                 f"</figcaption>{body}</figure>"
             )
@@ -509,7 +503,7 @@ class _Page:
             told = f"<p class='note'>{esc(ids.note)}</p>" if ids is not None and ids.note else ""
             return told + "".join(out)
         if generation is not None:
-            return self.decoding(generation)
+            return decoding_html(generation, self.vocab)
         probs = [s for s in steps if s.name == "probs" or s.name.endswith(".probs")]
         if not probs:
             return ""
@@ -535,34 +529,6 @@ class _Page:
             f"{''.join(out[1:-1])}</details>{out[-1]}"
         )
 
-    def decoding(self, g) -> str:
-        """A decoding.Generation (greedy / sampling) or decoding.BeamResult, step by step."""
-
-        def word(i: int) -> str:
-            return self.vocab[i] if self.vocab and 0 <= i < len(self.vocab) else f"#{i}"
-
-        if hasattr(g, "distributions"):
-            out = []
-            for k, probs in enumerate(g.distributions):
-                at = g.n_prompt + k
-                kept = f" (sampling kept {len(g.kept[k])} tokens)" if k < len(g.kept) else ""
-                read, chosen = [word(i) for i in g.ids[:at]], g.ids[at] if at < len(g.ids) else None
-                out.append(decode_step(f"step {k}{kept}", read, probs, self.vocab, chosen))
-            return "".join(out)
-        out = []
-        for k, beam in enumerate(g.steps):
-            rows = "".join(
-                f"<tr><td>{r}</td><td>{token_chips([word(i) for i in h.ids])}</td>"
-                f"<td>{h.logprob:.4f}</td><td>{'EOS' if h.finished else ''}</td></tr>"
-                for r, h in enumerate(beam)
-            )
-            out.append(
-                f"<div class='gen'><h4>beam after step {k}</h4><table class='beam'><tr><th>#</th>"
-                f"<th>hypothesis</th><th>log p</th><th></th></tr>{rows}</table></div>"
-            )
-        best = " ".join(word(i) for i in g.best.ids)
-        return f"<p>Best hypothesis: <b>{esc(best)}</b></p>" + "".join(out)
-
     def every_step(self, steps) -> str:
         labels = self.trace.labels
         stacks = [k for k in ("encoder", "decoder") if k in labels] or list(labels)[:1]
@@ -586,11 +552,11 @@ class _Page:
             if not isinstance(x, Group):
                 out.append(self.card(x))
                 continue
-            n, head = x.count(), self.heads.label(x.key + ".")
-            head = f' <span class="head-no">{esc(head)}</span>' if head else ""
+            n, named = x.count(), esc(title(x.key, self.naming))
             out.append(
                 f"<details class='group'{' open' if open_all or top else ''}><summary>"
-                f"<code>{esc(x.key)}</code>{head} <span class='shape'>{n} step{'s' * (n > 1)}"
-                f"</span></summary>{self.groups(x.items, open_all)}</details>"
+                f"<b class='group-title'>{named}</b> <code>{esc(x.key)}</code> <span "
+                f"class='shape'>{n} step{'s' * (n > 1)}</span></summary>"
+                f"{self.groups(x.items, open_all)}</details>"
             )
         return "".join(out)

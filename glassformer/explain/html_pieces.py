@@ -16,6 +16,7 @@ from importlib import resources
 import numpy as np
 
 from glassformer.explain.text import format_number
+from glassformer.explain.words import rounded
 from glassformer.trace import Step
 
 TOP_K = 5  # tokens shown per decoding step
@@ -64,11 +65,12 @@ def shape_text(s: Step) -> str:
 
 
 def rgb(t: float, seq: bool) -> tuple[int, int, int]:
-    """White to blue for weights in [0, 1]; blue (-1) to white (0) to red (+1) otherwise."""
+    """White to blue for weights in [0, 1]; red (-1) to white (0) to blue (+1) otherwise: blue is
+    high and positive in every view (the explorer's legend says so)."""
     if np.isnan(t):
         return (190, 190, 190)
     t = max(-1.0, min(1.0, t))
-    end = (33, 102, 172) if seq or t < 0 else (178, 24, 43)
+    end = (33, 102, 172) if seq or t > 0 else (178, 24, 43)
     a = abs(t)
     return tuple(round(255 + (c - 255) * a) for c in end)
 
@@ -80,9 +82,10 @@ def tint(t: float, seq: bool) -> tuple[str, bool]:
 
 
 def table(values, rows=None, cols=None, masked=None, signed: bool = False, scale=None) -> str:
-    """A labelled numeric table; cells tinted by value, the exact value in each title. `masked`
+    """A labelled numeric table; cells tinted by value, each rounded to 3 significant digits
+    (`words.rounded`), its value to 15 digits (float64 precision) in its title. `masked`
     (bool, the shape of `values`) marks scores that the mask set to −∞ before the softmax;
-    `signed`: red above 0 and blue below even when no value is negative; `scale`: the |value|
+    `signed`: blue above 0 and red below even when no value is negative; `scale`: the |value|
     of the darkest tint (default: the table's largest), to compare tables by colour."""
     v = np.asarray(values)
     if v.ndim == 0:
@@ -110,15 +113,15 @@ def table(values, rows=None, cols=None, masked=None, signed: bool = False, scale
             if hidden[i, j]:
                 cells.append(
                     f'<td class="masked" title="masked: set to −∞ before the softmax '
-                    f'(computed {fx:.12g})">−∞</td>'
+                    f'(computed {fx:.15g})">−∞</td>'
                 )
                 continue
             t = fx / scale if np.isfinite(fx) else (np.nan if np.isnan(fx) else np.sign(fx))
             colour, dark = tint(t, seq)
             dark = " class='dark'" if dark else ""
+            shown = format_number(x.item()) if v.dtype == bool else rounded(fx)
             cells.append(
-                f'<td style="background:{colour}"{dark} title="{fx:.12g}">'
-                f"{esc(format_number(x.item() if v.dtype == bool else fx))}</td>"
+                f'<td style="background:{colour}"{dark} title="{fx:.15g}">{esc(shown)}</td>'
             )
         label = f"<th>{esc(rows[i])}</th>" if rows is not None and i < len(rows) else ""
         body.append(f"<tr>{label}{''.join(cells)}</tr>")
@@ -258,6 +261,58 @@ def decode_step(title: str, read, probs, labels, chosen, verb: str = "chose") ->
         f"<div class='gen'><h4>{esc(title)}</h4><p>{reads}{then}</p>"
         f"<table class='top'><tr><th>rank</th><th>token</th><th></th><th>p</th></tr>"
         f"{rows}</table></div>"
+    )
+
+
+def decoding_html(g, vocab) -> str:
+    """A decoding.Generation (greedy / sampling) or decoding.BeamResult, step by step."""
+
+    def word(i: int) -> str:
+        return vocab[i] if vocab and 0 <= i < len(vocab) else f"#{i}"
+
+    if hasattr(g, "distributions"):
+        out = []
+        for k, probs in enumerate(g.distributions):
+            at = g.n_prompt + k
+            kept = f" (sampling kept {len(g.kept[k])} tokens)" if k < len(g.kept) else ""
+            read, chosen = [word(i) for i in g.ids[:at]], g.ids[at] if at < len(g.ids) else None
+            out.append(decode_step(f"step {k}{kept}", read, probs, vocab, chosen))
+        return "".join(out)
+    out = []
+    for k, beam in enumerate(g.steps):
+        rows = "".join(
+            f"<tr><td>{r}</td><td>{token_chips([word(i) for i in h.ids])}</td>"
+            f"<td>{h.logprob:.4f}</td><td>{'EOS' if h.finished else ''}</td></tr>"
+            for r, h in enumerate(beam)
+        )
+        out.append(
+            f"<div class='gen'><h4>beam after step {k}</h4><table class='beam'><tr><th>#</th>"
+            f"<th>hypothesis</th><th>log p</th><th></th></tr>{rows}</table></div>"
+        )
+    best = " ".join(word(i) for i in g.best.ids)
+    return f"<p>Best hypothesis: <b>{esc(best)}</b></p>" + "".join(out)
+
+
+def overflow_section(steps) -> str:
+    """Naive vs stable softmax vs residual + LayerNorm, the largest |value| after each block
+    (the steps `overflow.*.max_abs`): a plot and a table; "" when the trace has none."""
+    names = {s.name: s for s in steps}
+    runs = {r: names.get(f"overflow.{r}.max_abs") for r in ("naive", "stable", "residual_ln")}
+    if not all(runs.values()):
+        return ""
+    labels = {
+        "naive": "naive softmax exp(x)/Σexp(x)",
+        "stable": "stable softmax (max subtracted)",
+        "residual_ln": "stable + residual + LayerNorm",
+    }
+    series = {labels[r]: s.values for r, s in runs.items()}
+    notes = "".join(f"<li>{esc(s.note)}</li>" for s in runs.values() if s.note)
+    values = table(np.array(list(series.values())), list(series), runs["naive"].cols or None)
+    return (
+        "<p>The same six randomly drawn encoder blocks, stacked, three ways: the largest "
+        "|value| after each block (log scale). A missing point is NaN: the naive softmax "
+        "overflowed.</p>"
+        f"{overflow_svg(series)}<ul>{notes}</ul>{values}"
     )
 
 

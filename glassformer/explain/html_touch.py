@@ -60,7 +60,7 @@ def patching_section(p: dict) -> str:
         f"into this run, one head at a time. At position {p['position']} (after "
         f"<span class='tok'>{esc(p['after_token'])}</span>) the metric is {esc(p['metric'])}; "
         "a cell is (patched − this run) / (clean − this run): 0 = no effect, 1 = the clean "
-        "value restored; red above 0, blue below, one tint for one value in every table.</p>"
+        "value restored; blue above 0, red below, one tint for one value in every table.</p>"
     ]
     values = {kind: np.asarray(t["values"], dtype=np.float64) for kind, t in p["tables"].items()}
     top = max(float(np.abs(v).max()) for v in values.values()) or 1.0  # one scale for all kinds
@@ -111,8 +111,8 @@ def dla_section(d: dict) -> str:
 
 
 def attribution_section(result: dict) -> str:
-    """One row per predicted token: the input tokens tinted by their share of its logit (red
-    for, blue against, each row on its own scale), the exact value in each title."""
+    """One row per predicted token: the input tokens tinted by their share of its logit (blue
+    for, red against, each row on its own scale), the exact value in each title."""
     words, scores = result["input"], np.asarray(result["scores"])[:, : len(result["input"])]
     method = result["method"].replace("_", " ")
     rows = []
@@ -139,7 +139,7 @@ def attribution_section(result: dict) -> str:
         )
     intro = (
         f"<p>{esc(method)}: how much each input token contributes to each predicted token's "
-        "logit (red for, blue against; each row on its own scale, the value under the mouse)."
+        "logit (blue for, red against; each row on its own scale, the value under the mouse)."
         "</p>"
     )
     return intro + "".join(rows)

@@ -27,7 +27,9 @@ import numpy as np
 from glassformer.decoding import Decoding
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data, table
+from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
+from glassformer.explain.words import Naming, naming, title
 from glassformer.serve import fidelity, generation, runs
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
 from glassformer.tokenizer.display import display_tokens
@@ -61,6 +63,7 @@ FIELDS = {
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
     "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
     "generate": ("model", "text", *DECODING),
+    "overview": ("model",),
 }  # fmt: skip
 HEAD_FIELDS = ("stack", "kind", "layer", "head")
 
@@ -224,6 +227,17 @@ class Explorer:
         self.registry.load(model_id)
         return self.registry.entry(model_id).listing()
 
+    def overview(self, body: dict) -> dict:
+        """The whole model drawn from its Config (`explain.overview`): "svg", and "svg_all" with
+        every block in full when a stack is deep enough to be drawn with a band; a walkthrough
+        has no Config to draw ("svg" empty, "note" says why)."""
+        m = self.registry.load(_get(body, "model"))
+        if isinstance(m, Fixed):
+            return {"svg": "", "svg_all": "", "note": "a walkthrough follows an article's steps"}
+        names = m.class_names if m.cfg.n_classes else None
+        full = overview_svg(m.cfg, expand=True, classes=names) if collapses(m.cfg) else ""
+        return {"svg": overview_svg(m.cfg, classes=names), "svg_all": full}
+
     def summary(self, body: dict) -> dict:
         """A run: its tokens, what the model says, its steps (names only) and attention maps."""
         m, run = self.run(body)
@@ -243,7 +257,7 @@ class Explorer:
             "output": runs.output(m, run),
             "elapsed_ms": run.elapsed_ms,
             "n_steps": len(run.trace),
-            "steps": _tree(group_steps(run.trace.steps), heads),
+            "steps": _tree(group_steps(run.trace.steps), heads, naming(run.trace, heads)),
             "attention": [
                 {
                     "name": a.step.name,
@@ -444,6 +458,7 @@ class Explorer:
             params=m.params,
             generation=run.generation,
             token_kind=m.token_kind,
+            cfg=m.cfg,
         )
 
     def trace_json(self, body: dict) -> Iterator[str]:
@@ -534,14 +549,19 @@ def _tuple(x):
     return None if x is None else tuple(x)
 
 
-def _tree(items, heads: HeadNumbers) -> list[dict]:
+def _tree(items, heads: HeadNumbers, named: Naming) -> list[dict]:
+    """The step list: groups and steps, each with its title in words (`explain.words.title`)."""
     out = []
     for x in items:
         if isinstance(x, Group):
             label = heads.label(x.key + ".")
             out.append(
-                {"group": x.key, "count": x.count(), "label": label, "items": _tree(x.items, heads)}
-            )
+                {"group": x.key, "count": x.count(), "label": label,
+                 "items": _tree(x.items, heads, named), "title": title(x.key, named)}
+            )  # fmt: skip
         else:
-            out.append({"step": x.name, "equation": x.equation, "shape": list(x.shape)})
+            out.append(
+                {"step": x.name, "equation": x.equation, "shape": list(x.shape),
+                 "title": title(x.name, named)}
+            )  # fmt: skip
     return out

@@ -7,7 +7,7 @@ Routes:
                                 heatmap.js (the static report's own), explorer.css, explorer.js
     GET  /api/models            the models this server may open, by id
     POST /api/ACTION            load, run, step, attention, heads, neuron, cross, tile, generate,
-                                intervene, fidelity: a JSON body in, strict JSON out
+                                intervene, fidelity, overview: a JSON body in, strict JSON out
     POST /api/report, /api/trace   the run as the self-contained HTML report / its trace as JSON
 
 Safe by default: bound to 127.0.0.1 unless told otherwise; bound to any spelling of a loopback
@@ -51,6 +51,7 @@ ASSETS = {  # name -> content type: the files of explain/assets the page may fet
     "heatmap.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
     "explorer.js": "text/javascript; charset=utf-8",
+    "overview.js": "text/javascript; charset=utf-8",
     "tour.js": "text/javascript; charset=utf-8",
 }
 PAGE_CSP = (
@@ -63,7 +64,7 @@ REPORT_CSP = (
 )
 ACTIONS = (
     "load", "run", "step", "attention", "heads", "neuron", "cross", "tile", "generate", "intervene",
-    "fidelity",
+    "fidelity", "overview",
 )  # fmt: skip
 INET_ATON = re.compile(r"[0-9a-fA-FxX.]+")  # the old forms inet_aton reads: 127.1, 0x7f.1
 

@@ -34,13 +34,15 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
   function rgb(t, seq) {  // as rgb in html_pieces.py
     if (Number.isNaN(t)) return [190, 190, 190];
     t = Math.max(-1, Math.min(1, t));
-    const end = seq || t < 0 ? [33, 102, 172] : [178, 24, 43], a = Math.abs(t);
+    const end = seq || t > 0 ? [33, 102, 172] : [178, 24, 43], a = Math.abs(t);
     return end.map(c => Math.round(255 + (c - 255) * a));
   }
+  // A number for reading: 3 significant digits unless `digits` says otherwise, an exponent only
+  // outside [1e-4, 1e6), as words.rounded writes it (hover values and exports ask for more).
   function fmt(v, digits) {
     if (Number.isNaN(v)) return "nan";
     if (!Number.isFinite(v)) return v > 0 ? "inf" : "-inf";
-    const a = Math.abs(v), p = digits || 4;
+    const a = Math.abs(v), p = digits || 3;
     if (a !== 0 && (a >= 1e6 || a < 1e-4)) return v.toExponential(p - 1);
     return String(Number(v.toPrecision(p)));
   }

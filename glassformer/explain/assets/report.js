@@ -47,5 +47,14 @@
   root.querySelectorAll(".open-all, .close-all").forEach(b => b.addEventListener("click", () => {
     root.querySelectorAll("details.group").forEach(d => { d.open = b.className === "open-all"; });
   }));
+  root.addEventListener("click", e => {  // the model's picture: a box goes to its first step card
+    const g = e.target.closest(".gf-ov [data-step]"), want = g && !g.dataset.off && "step-" + g.dataset.step;
+    const card = want && Array.from(root.querySelectorAll("article.step[id^='step-']")).find(a => a.id === want || a.id.startsWith(want + "."));
+    if (!card) return;
+    root.querySelectorAll(".gf-ov .cur").forEach(x => x.classList.remove("cur"));
+    g.classList.add("cur");
+    for (let d = card.closest("details"); d; d = d.parentElement.closest("details")) d.open = true;
+    card.scrollIntoView({ block: "start" });
+  });
   root.dataset.ready = "1";
 })();
