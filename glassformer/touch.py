@@ -91,9 +91,10 @@ def traced_run(m, text, ids, target, decoding, quiet):
     with np.errstate(all="ignore"), tracing({"encoder": m.pieces(ids)}) as trace:
         if cfg.n_classes:
             out = logits = R.classify(m.params, cfg, ids)
-        else:
-            out, logits = R.encoder(m.params, cfg, ids), None
+        else:  # one pass: the encoder's steps, then the pooling (recorded as "embedding")
             R.sentence_embedding(m.params, cfg, ids)
+    if not cfg.n_classes:
+        out, logits = trace["encoder.output"], None  # (S, C)
     return Run(trace, ids, ids, out, logits, None, len(ids), unknown, stacks, decoding)
 
 
@@ -116,7 +117,7 @@ def result(m, run) -> dict:
             told = m.class_result(R.softmax(run.output))
             summary = f"class {told['label']} with probability {told['probability']:.4f}"
             return {"kind": "class", **told, "summary": summary}
-        e = R.sentence_embedding(m.params, cfg, run.ids)
+        e = run.trace["embedding"]  # (C,), recorded by the run
         head = ", ".join(f"{v:+.4f}" for v in e[:6])
         return {
             "kind": "embedding",

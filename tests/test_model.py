@@ -228,6 +228,8 @@ def test_a_hugging_face_gpt2_and_bert_folder(capsys, tmp_path):
     transformers.BertModel(bc).save_pretrained(bert)
     (bert / "vocab.txt").write_text("\n".join(words) + "\n")
     b = glassformer.load(bert)
+    names = b.run("to be").trace.names()
+    assert len(names) == len(set(names)) and "embedding" in names  # one encoder pass, pooled
     out, _ = cli(capsys, "embed", bert, "to be", "--json")
     E = np.array(json.loads(out)["embeddings"][0]["embedding"])
     np.testing.assert_array_equal(b.embed("to be"), E)
