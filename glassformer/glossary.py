@@ -187,7 +187,8 @@ MEANINGS: dict[str, str] = {
         "matches token j's key."
     ),
     "scaled": (
-        "The scores divided by √c (c: the head's width), so that the softmax does not saturate."
+        "The scores divided by a scale (the engine's √c, c: the head's width) so that the "
+        "softmax does not saturate."
     ),
     "mask": (
         "Which keys each query may see (True = may); the others' scores become −∞, so their "
