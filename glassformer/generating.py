@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from glassformer import inference
-from glassformer.errors import GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
 
 
@@ -118,7 +118,7 @@ def translations(m, sentences: list[str], beam: int, n_best: int | None, dtype, 
             raise type(e)(f"{place}: {e}") from None
     model = m.torch(dtype or m.dtype or "float32")
     if model is None:
-        raise GlassformerError(f"translate needs PyTorch, which is not installed: {_install()}")
+        raise GlassformerError(f"translate needs PyTorch, which is not installed: {INSTALL_TORCH}")
     return _translated(m, model, sentences, beam, n_best, places)
 
 
@@ -145,9 +145,3 @@ def cut_note(cut: set[int], places: list[str], max_len: int) -> str:
         f"{len(cut)} of {len(places)} translation(s) reached the decoder's max_len {max_len} "
         f"before an end token, so they may be cut short or repeat themselves ({named})"
     )
-
-
-def _install() -> str:
-    from glassformer.errors import INSTALL_TORCH
-
-    return INSTALL_TORCH

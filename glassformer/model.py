@@ -166,8 +166,9 @@ class Model:
 
         return self.cached("token_kind", lambda: display_kind(self.need_tokenizer()))
 
-    def _unknown_note(self, unknown: list[str]) -> None:
-        if unknown:
+    def _unknown_note(self, unknown: list[str], quiet: bool = False) -> None:
+        """Note unknown pieces; not when quiet (the explorer shows them, notes would pile up)."""
+        if unknown and not quiet:
             shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
             self.note(
                 f"{len(unknown)} unknown token(s) mapped to {self.tok.specials.get('unk')}: {shown}"

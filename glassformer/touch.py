@@ -58,10 +58,9 @@ def traced_run(m, text, ids, target, decoding, quiet):
     gen = None
     if cfg.arch == "encoder-decoder":
         src = m.encode(text, unknown=unknown)
-        m._unknown_note(unknown)
+        m._unknown_note(unknown, quiet)
         if target is None:
-            step = m.step(src, reference=True) if m.engine == "reference" else None
-            gen = m.decoded(m.bos(), src, decoding, step=step, quiet=quiet)
+            gen = m.decoded(m.bos(), src, decoding, quiet=quiet)
             tgt = gen.ids
         elif isinstance(target, str):
             tgt = m.bos() + m.encode(target, room=1, what="--target")
@@ -75,7 +74,7 @@ def traced_run(m, text, ids, target, decoding, quiet):
     if cfg.arch == "decoder":
         if ids is None:
             ids = m.encode(text, unknown=unknown)
-            m._unknown_note(unknown)
+            m._unknown_note(unknown, quiet)
         stacks = {"decoder": ("the text", list(ids))}
         if decoding.max_new_tokens:
             step = m.step(prompt_len=len(ids), reference=True)
@@ -86,7 +85,7 @@ def traced_run(m, text, ids, target, decoding, quiet):
             out = R.forward(m.params, cfg, seq)
         return Run(trace, None, seq, out, out, gen, len(ids), unknown, stacks, decoding)
     ids = m.encode(text, unknown=unknown)
-    m._unknown_note(unknown)
+    m._unknown_note(unknown, quiet)
     stacks = {"encoder": ("the text", ids)}
     with np.errstate(all="ignore"), tracing({"encoder": m.pieces(ids)}) as trace:
         if cfg.n_classes:

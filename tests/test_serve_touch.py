@@ -14,6 +14,7 @@ pytest.importorskip("starlette")
 
 from glassformer import decoding, weights  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
+from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
@@ -77,7 +78,10 @@ def test_a_translator_is_measured_where_the_ablation_changes_its_prediction(expl
 def test_a_classifiers_ablation_is_its_class_probabilities(explorer, classifier):
     m = explorer.registry.load("clf")
     ids = m.encode("to be or not")
-    forward = m.forward()
+
+    def forward(x):  # the reference engine itself, not the Model's own forward
+        return R.classify(m.params, m.cfg, list(x))
+
     fns = I.ablate_head(0, 1, stack="encoder", kind="self_attn")
     before = decoding.softmax(forward(ids))
     after = decoding.softmax(I.run_with(forward, ids, fns))
@@ -89,3 +93,15 @@ def test_a_classifiers_ablation_is_its_class_probabilities(explorer, classifier)
     np.testing.assert_allclose([c["changed"] for c in r["classes"]], after, atol=1e-12)
     assert abs(after - before).max() > 1e-6  # the head matters, so the test can fail
     assert r["clean_label"] == ["yes", "no"][int(before.argmax())]
+
+
+def test_the_explorers_runs_leave_no_notes_behind(explorer):
+    """A long-running server: its runs show unknown pieces on the page, and keep no notes (a
+    list that would grow with every new text)."""
+    from glassformer.serve import runs
+
+    m = explorer.registry.load("char-lm")
+    for text in ("to be ☃", "or not ☂", "€ that is"):
+        run = runs.make_run("char-lm", m, text)
+        assert run.unknown  # told on the page
+    assert m.notes == []

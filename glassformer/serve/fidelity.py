@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.engine_diff import compare
 from glassformer.model import Model
 from glassformer.serve.runs import Run
 from glassformer.serve.sessions import Fixed
@@ -44,16 +45,15 @@ def badge(m: Model | Fixed, run: Run) -> dict:
 
 
 def _largest(pairs) -> dict:
+    """The largest difference over the steps both engines recorded with one shape
+    (`engine_diff.compare`: equal infinities agree, a non-finite value against another differs by
+    inf), and the step where it is."""
     worst, where, n = 0.0, None, 0
     for name, a, b in pairs:
-        a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-        if a.shape != b.shape:
+        if np.shape(a) != np.shape(b):
             continue
         n += 1
-        both = np.isfinite(a) & np.isfinite(b)
-        d = float(np.abs(a[both] - b[both]).max()) if both.any() else 0.0
-        if not np.array_equal(np.isfinite(a), np.isfinite(b)):
-            d = float("inf")  # one engine finite where the other is not
+        d = compare(a, b).max_abs
         if where is None or d > worst:
             worst, where = d, name
     return {"max_abs_diff": worst, "where": where, "compared": n}
