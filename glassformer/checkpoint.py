@@ -27,6 +27,7 @@ from glassformer import files, weights
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.torch_model import to_params
+from glassformer.views import VIEWS_FILE
 
 STATE_FILE = "training_state.pt"
 TRAIN_CONFIG_FILE = "train_config.json"
@@ -44,9 +45,10 @@ def save_checkpoint(
     step: int,
     rows: list[dict],
     snapshots: dict[int, dict] | None = None,
+    views: bytes | None = None,
 ) -> None:
-    """Model + tokenizer + training state + logs (+ the kept weight snapshots), as one
-    atomically replaced directory."""
+    """Model + tokenizer + training state + logs (+ the kept weight snapshots, + the training
+    time-lapse's views file), as one atomically replaced directory."""
     state = {
         "step": step,
         "config": cfg.to_json(),  # what config.json must still say on --resume
@@ -63,6 +65,8 @@ def save_checkpoint(
         TRAIN_CONFIG_FILE: json.dumps(dataclasses.asdict(tcfg), indent=2).encode(),
         LOG_FILE: _csv(rows),
     }
+    if views is not None:
+        extra[VIEWS_FILE] = views
     png = _plot(rows)
     if png:
         extra[PLOT_FILE] = png

@@ -61,18 +61,46 @@ def resolve(name_or_path: str | Path) -> Path:
         raise DataError(f"{path} is a directory; give a text file or a shipped corpus name")
     if not path.is_file():
         raise DataError(
-            f"{str(name_or_path)!r} is neither a shipped corpus ({', '.join(SHIPPED)}) nor an "
+            f"{str(name_or_path)!r} is neither a shipped corpus "
+            f"({', '.join([*SHIPPED, *GENERATED])}) nor an "
             "existing file; give one of those names or the path of a file"
         )
     return path
 
 
+def repeated_segments(n_chars: int = 300_000, seed: int = 0, lengths=(6, 30), gaps=(0, 16)) -> str:
+    """The generated corpus "repeats": random segments of letters and digits, each written twice
+    with random letters between the copies ("q3XzK7 b9 q3XzK7 ..." without the spaces), segment
+    lengths uniform in `lengths`, gaps in `gaps`, `seed` fixed. The second copy of a segment is
+    predictable only by finding the first, at a distance that varies from segment to segment:
+    the task on which an induction head forms (Olsson et al. 2022 train on repeated random
+    tokens). No text is sampled from anywhere: numpy's PCG64 with this seed draws it, the same
+    on every machine."""
+    alphabet = np.array(list("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"))
+    rng = np.random.default_rng(seed)
+
+    def letters(lo: int, hi: int) -> str:
+        return "".join(rng.choice(alphabet, int(rng.integers(lo, hi + 1))))
+
+    parts, n = [], 0
+    while n < n_chars:
+        segment, gap = letters(*lengths), letters(*gaps)
+        parts.append(segment + gap + segment)
+        n += len(parts[-1])
+    return "".join(parts)[:n_chars]
+
+
+GENERATED = {"repeats": repeated_segments}  # corpora made on the spot, by name
+
+
 def read_text(name_or_path: str | Path) -> str:
-    """The UTF-8 text of a corpus; gzip is undone, a leading BOM dropped and CRLF read as LF.
+    """The UTF-8 text of a corpus (a generated one by its name: `GENERATED`); gzip is undone, a leading BOM dropped and CRLF read as LF.
     Lines end only at LF or CRLF: a lone CR (a carriage return not followed by LF, old Mac line
     ends or a stray control character) is refused with its line, never read as a line end nor
     kept as text. A binary, non-UTF-8, empty or blank file, or more than MAX_TEXT_BYTES of
     text, raises DataError."""
+    if isinstance(name_or_path, str) and name_or_path in GENERATED:
+        return GENERATED[name_or_path]()
     return read_file(resolve(name_or_path))
 
 

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from glassformer import files, weights
+from glassformer import views as views_
 from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError, Interrupted
@@ -71,16 +72,25 @@ class TrainConfig:
     embed_std: float = 0.0  # std of new token embeddings; 0: the init scheme's own
     seed: int = 1337
     threads: int = 0  # torch threads (0: torch's default)
+    # a training time-lapse (views.py): this probe text's attention maps and metrics, recorded
+    # every view_every steps (0: max_steps / 100) into each checkpoint's views.safetensors;
+    # "" records none
+    snapshot_views: str = ""
+    view_every: int = 0
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(TrainConfig)
         for f in dataclasses.fields(self):
+            if hints[f.name] is str:  # the probe text
+                if not isinstance(getattr(self, f.name), str):
+                    raise ConfigError(f"{f.name} must be text, got {getattr(self, f.name)!r}")
+                continue
             check_type(f.name, getattr(self, f.name), hints[f.name])
         positive = ("max_steps", "batch_size", "block_size", "max_tokens", "grad_accum")
         for name in (*positive, "eval_interval", "eval_iters", "eval_sentences"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "keep_snapshots", "threads"):
+        for name in ("warmup_steps", "keep_snapshots", "threads", "view_every"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0 <= self.seed < 2**32:
@@ -101,6 +111,18 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
         if not 0 <= self.embed_std < 10:
             raise ConfigError(f"embed_std must be in [0, 10), got {self.embed_std}")
+        if self.snapshot_views and not self.snapshot_views.strip():
+            raise ConfigError("snapshot_views is blank: give the probe text to record views of")
+        if self.view_every and not self.snapshot_views:
+            raise ConfigError(
+                "view_every is the interval between recorded views and needs snapshot_views, "
+                "the probe text: give --snapshot-views TEXT"
+            )
+
+    @property
+    def views_interval(self) -> int:
+        """Steps between recorded views: view_every, or about 100 views over the run."""
+        return self.view_every or max(1, self.max_steps // 100)
 
     def override(self, *assignments: str) -> TrainConfig:
         return dataclasses.replace(self, **parse_assignments(TrainConfig, assignments))
@@ -279,6 +301,9 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
     if resume:
         step, rows, snapshots = _resumed(out, cfg, tcfg, model, opt, task)
     elapsed = rows[-1].get("elapsed_s", 0.0) if rows else 0.0  # wall time of earlier runs
+    recorder = _recorder(out, cfg, tcfg, task, resume) if rank == 0 else None
+    if recorder and recorder.due(step):  # step 0: the untrained model
+        recorder.record(step, to_params(model), {"step": step})
     ddp = model
     if world > 1:
         ddp = torch.nn.parallel.DistributedDataParallel(model)
@@ -314,13 +339,16 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
                 with torch.no_grad():
                     row |= evaluate(model, task, tcfg, final)
                 callback(Event("eval", step, tcfg.max_steps, row))
+            if recorder and recorder.due(step):
+                recorder.record(step, to_params(model), row)
             rows.append(row)
             stopping = stop_at is not None and step >= stop_at
             stopping = stopping or _any(signals.received is not None, world)
             if (evaluating or stopping) and rank == 0:
                 if tcfg.keep_snapshots and evaluating:
                     snapshots = _kept_snapshots(snapshots, step, model, tcfg.keep_snapshots)
-                save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows, snapshots)
+                views = recorder.file_bytes() if recorder else None
+                save_checkpoint(out, cfg, tcfg, model, opt, task, step, rows, snapshots, views)
                 callback(Event("save", step, tcfg.max_steps, {"path": str(out)}))
             if world > 1:
                 torch.distributed.barrier()
@@ -357,6 +385,16 @@ def _resumed(out, cfg, tcfg, model, opt, task) -> tuple[int, list[dict], dict]:
     kept = weights.snapshot_steps(out)[-tcfg.keep_snapshots :] if tcfg.keep_snapshots else []
     snapshots = {s: weights.load_snapshot(out, cfg, s) for s in kept}
     return step, rows, snapshots
+
+
+def _recorder(out, cfg, tcfg, task, resume: bool) -> views_.Recorder | None:
+    """The time-lapse recorder the run asks for (continuing a resumed run's views), or None."""
+    if not tcfg.snapshot_views:
+        return None
+    earlier = views_.resumed(out, tcfg.snapshot_views) if resume else None
+    return views_.Recorder(
+        cfg, task.tokenizer, tcfg.snapshot_views, tcfg.views_interval, task.labels, earlier
+    )
 
 
 def _update(model, ddp, opt, task, tcfg, lr, device, use_bf16, rank, world):

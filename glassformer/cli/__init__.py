@@ -3,12 +3,15 @@
     glassformer walkthrough hello-world|self-attention [--json FILE] [--all] [REPORT OPTIONS]
     glassformer explain CKPT "text" [--json FILE] [--only SUBSTRING] [REPORT OPTIONS]
                         [--ablate NAME ...] [--patch-from "other text"] [--find-nan]
+    glassformer explain RUN_DIR --over-training [--html FILE] [--json FILE]   (a training
+                        time-lapse, recorded by train --snapshot-views TEXT --view-every N)
     glassformer lens CKPT "text" [--dla TOKEN [--versus TOKEN]]   (the logit lens)
     glassformer attribute CKPT "text" [--method integrated_gradients|gradient_x_input]
     glassformer generate CKPT "text" | --input FILE [--strategy greedy|sample|beam] [--engine ...]
                          [--dtype float64|float32|int8]
     glassformer translate CKPT "text" ... | --input FILE [--beam N] [--dtype float32|int8]
     glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
+                      [--snapshot-views TEXT [--view-every N]]
     glassformer eval CKPT --data FILE
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]

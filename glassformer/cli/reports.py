@@ -57,10 +57,23 @@ def add_parsers(sub) -> None:
         "explain",
         help="trace every matrix of one forward pass",
         description="Run the reference engine on TEXT and print every intermediate as a "
-        "labelled matrix (or write them as JSON, a self-contained HTML report, or PNG heatmaps).",
+        "labelled matrix (or write them as JSON, a self-contained HTML report, or PNG heatmaps). "
+        "With --over-training, show instead how a training run read its recorded probe text "
+        "at every recorded step (train --snapshot-views).",
     )
     e.add_argument("checkpoint", help="checkpoint directory")
-    e.add_argument("text", help="input text (the source, for an encoder-decoder)")
+    e.add_argument(
+        "text",
+        nargs="?",
+        help="input text (the source, for an encoder-decoder); none with --over-training",
+    )
+    e.add_argument(
+        "--over-training",
+        action="store_true",
+        help="the training time-lapse recorded in a training checkpoint (train --snapshot-views "
+        "TEXT): a table of the steps, or with --html one page with a time slider, the attention "
+        "maps at each step and the curves (--json: the recorded values)",
+    )
     e.add_argument(
         "--target",
         help="decoder text for an encoder-decoder (default: its output, generated as the "
@@ -132,6 +145,13 @@ def cmd_walkthrough(args) -> int:
 
 
 def cmd_explain(args) -> int:
+    if args.over_training:
+        return _over_training(args)
+    if args.text is None:
+        raise GlassformerError(
+            "the following arguments are required: text (see glassformer explain --help); "
+            "or --over-training, for a training run's recorded views"
+        )
     _check_explain_flags(args)
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
@@ -187,6 +207,60 @@ def cmd_explain(args) -> int:
 
     data = {**told, **shown.to_dict(), "labels_readable": readable}
     _write_reports(_only(trace, args.only), args, layers, heads, data=data, text=text, html=html)
+    return 0
+
+
+# Options of `explain` that do nothing with --over-training (which shows recorded frames).
+NOT_OVER_TRAINING = ("target", "only", "find_nan", "max_new_tokens", "png", "layers", "heads",
+                     "ablate", "patch_from")  # fmt: skip
+
+
+def _over_training(args) -> int:
+    """explain RUN_DIR --over-training: the time-lapse `train --snapshot-views` recorded (the
+    probe text is the recorded one), as a table, one HTML page (--html) or JSON (--json)."""
+    from pathlib import Path
+
+    from glassformer import views
+    from glassformer.explain import timelapse
+
+    if args.text is not None:
+        raise GlassformerError(
+            f"--over-training shows the probe text recorded while training, not {args.text!r}: "
+            "drop the text (or drop --over-training to explain this text)"
+        )
+    given = [f for f in NOT_OVER_TRAINING if getattr(args, f) not in (None, [], False)]
+    given = [f"--{f.replace('_', '-')}" for f in given] + given_decoding_options(args)
+    if given:
+        raise GlassformerError(
+            f"{given[0]} does nothing with --over-training (it shows the frames recorded while "
+            "training): drop it"
+        )
+    if not Path(args.checkpoint).is_dir():
+        raise GlassformerError(f"{args.checkpoint} is not a folder; give a training checkpoint")
+    check_report_outputs(args)
+    recorded = views.load(args.checkpoint)
+    if recorded is None or not recorded.frames:
+        raise GlassformerError(
+            f"{args.checkpoint} has no recorded views ({views.VIEWS_FILE}): record them while "
+            "training, with glassformer train ... --snapshot-views TEXT --view-every N"
+        )
+    page = None
+    if args.html:
+        meta = {"run": args.checkpoint, "probe text": recorded.text}
+        first, last = recorded.frames[0].step, recorded.frames[-1].step
+        meta["frames"] = (
+            f"{len(recorded.frames)}, every {recorded.every:,} steps ({first:,} … {last:,})"
+        )
+        page = timelapse.render_page(recorded, meta=meta)
+    data = timelapse.page_data(recorded) if args.json else None
+    frames = f"{len(recorded.frames)} frames"
+    write_outputs(
+        args,
+        lambda: timelapse.table(recorded, args.checkpoint),
+        data=data,
+        data_what=frames,
+        page=page,
+    )
     return 0
 
 

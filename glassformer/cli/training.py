@@ -20,6 +20,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
+from glassformer.model import utf8
 
 
 def add_parsers(sub) -> None:
@@ -45,7 +46,8 @@ def _add_train_parser(sub) -> None:
     tr.add_argument("--out", required=True, help="checkpoint directory (written atomically)")
     tr.add_argument(
         "--data",
-        help="a shipped corpus (tinyshakespeare, eng-spa) or a file path "
+        help="a shipped corpus (tinyshakespeare, eng-spa), the generated 'repeats' (random "
+        "segments written twice: the induction-head demo) or a file path "
         "(default: tinyshakespeare for lm, eng-spa otherwise)",
     )
     tr.add_argument(
@@ -85,6 +87,19 @@ def _add_train_parser(sub) -> None:
         "--init",
         metavar="CKPT",
         help="start from this checkpoint's weights (fine-tuning; its tokenizer is reused)",
+    )
+    tr.add_argument(
+        "--snapshot-views",
+        metavar="TEXT",
+        help="record a time-lapse: this probe text's attention maps, loss and head scores, "
+        "into every checkpoint (views.safetensors; `serve` and `explain --over-training` "
+        "show it)",
+    )
+    tr.add_argument(
+        "--view-every",
+        type=integer("view-every", 1),
+        metavar="N",
+        help="steps between recorded views (default: max_steps / 100)",
     )
     tr.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -135,8 +150,10 @@ def cmd_train(args) -> int:
     else:
         output_folder(args.out, args.overwrite, " (or --resume to continue it)")
         cfg = preset(args.preset or TASK_PRESETS[args.task]).override(*model_sets)
-        tcfg = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task]).override(*train_sets)
+        base = T.TrainConfig(task=args.task, **T.TASK_DEFAULTS[args.task], **_views_text(args))
+        tcfg = base.override(*train_sets)
         weights.check_fits(cfg)
+    tcfg = _with_view_every(args, tcfg)
     data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
     valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
     if args.init and not args.resume:  # resuming, the weights come from --out
@@ -213,6 +230,30 @@ def _check_train_options(args) -> None:
         )
 
 
+def _views_text(args) -> dict:
+    """--snapshot-views as TrainConfig fields, checked ({} when not given): set before --set's
+    fields, so that `--set view_every=N` goes with it."""
+    if args.snapshot_views is None:
+        return {}
+    text = utf8(args.snapshot_views, "--snapshot-views")
+    if not text.strip():
+        raise GlassformerError(
+            "--snapshot-views is empty: give the probe text whose views are recorded"
+        )
+    return {"snapshot_views": text}
+
+
+def _with_view_every(args, tcfg):
+    """The TrainConfig with --view-every applied (refused without a probe text)."""
+    if args.view_every is None:
+        return tcfg
+    if not tcfg.snapshot_views:
+        raise GlassformerError(
+            "--view-every needs --snapshot-views TEXT, the probe text whose views are recorded"
+        )
+    return dataclasses.replace(tcfg, view_every=args.view_every)
+
+
 def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
     """(Config, TrainConfig, tokenizer) of the run in --out, with the --set training fields
     applied and said; anything that would change the model or its data is refused."""
@@ -239,7 +280,7 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
                 "resumed run keeps its architecture: drop it, or start a new --out"
             )
     _same_as_started(args, out, cfg, tokenizer, model_sets)
-    tcfg = saved.override(*train_sets)
+    tcfg = dataclasses.replace(saved, **_views_text(args)).override(*train_sets)
     step = last_step(out / "log.csv")
     if step:  # said before the data is read; train() checks the step of the state itself
         T.check_steps_left(out, int(step), tcfg.max_steps)

@@ -5,7 +5,9 @@ with its equation, shape and values, the attention maps (with a neuron view of a
 next-token distribution under temperature / top-k / top-p, greedy, sampled and beam-search
 generation step by step, heads ablated or patched from a second prompt, two inputs or models
 side by side, and a badge with the largest difference between the PyTorch and NumPy engines
-(and Hugging Face's model, for a folder from there) on that input.
+(and Hugging Face's model, for a folder from there) on that input; and, for a training
+checkpoint recorded with `train --snapshot-views`, a Training tab that scrubs its attention maps
+and curves through training (GET /api/views, drawn by explain/assets/timelapse.js).
 
     sessions.py    the registry of models (by id) and the bounded cache of runs
     runs.py        a traced forward pass of one input; interventions on it

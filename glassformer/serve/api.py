@@ -24,7 +24,9 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from glassformer import views
 from glassformer.decoding import Decoding
+from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data, table
 from glassformer.explain.overview import collapses, overview_svg
@@ -63,7 +65,7 @@ FIELDS = {
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
     "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
     "generate": ("model", "text", *DECODING),
-    "overview": ("model",),
+    "overview": ("model",), "views": ("model",),
 }  # fmt: skip
 HEAD_FIELDS = ("stack", "kind", "layer", "head")
 
@@ -237,6 +239,19 @@ class Explorer:
         names = m.class_names if m.cfg.n_classes else None
         full = overview_svg(m.cfg, expand=True, classes=names) if collapses(m.cfg) else ""
         return {"svg": overview_svg(m.cfg, classes=names), "svg_all": full}
+
+    def views(self, body: dict) -> dict:
+        """The training time-lapse recorded in a model's folder (`train --snapshot-views`), as
+        `explain.timelapse.page_data` gives it to a page (the maps exactly as recorded); read
+        from the file at each request, so that a run still training shows its newest frames."""
+        e = self.registry.entry(_get(body, "model"))
+        recorded = views.load(e.folder) if e.folder is not None else None
+        if recorded is None or not recorded.frames:
+            raise NotFound(
+                f"{e.name} has no recorded views ({views.VIEWS_FILE}): record them while "
+                "training, with glassformer train ... --snapshot-views TEXT --view-every N"
+            )
+        return timelapse.page_data(recorded)
 
     def summary(self, body: dict) -> dict:
         """A run: its tokens, what the model says, its steps (names only) and attention maps."""

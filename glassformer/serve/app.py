@@ -6,6 +6,7 @@ Routes:
     GET  /assets/NAME           the front end's files, from the package: report.css and
                                 heatmap.js (the static report's own), explorer.css, explorer.js
     GET  /api/models            the models this server may open, by id
+    GET  /api/views?model=ID    a model folder's training time-lapse (`explain.timelapse`)
     POST /api/ACTION            load, run, step, attention, heads, neuron, cross, tile, generate,
                                 intervene, fidelity, overview: a JSON body in, strict JSON out
     POST /api/report, /api/trace   the run as the self-contained HTML report / its trace as JSON
@@ -53,6 +54,8 @@ ASSETS = {  # name -> content type: the files of explain/assets the page may fet
     "explorer.js": "text/javascript; charset=utf-8",
     "overview.js": "text/javascript; charset=utf-8",
     "tour.js": "text/javascript; charset=utf-8",
+    "timelapse.js": "text/javascript; charset=utf-8",
+    "timelapse.css": "text/css; charset=utf-8",
 }
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -180,6 +183,17 @@ async def read_json(request: Request) -> dict:
     return body
 
 
+def query(request: Request) -> dict:
+    """The query string of a GET as the fields of a request (each given once)."""
+    pairs = request.query_params.multi_items()
+    body = dict(pairs)
+    if len(body) < len(pairs):
+        seen = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise RequestError(400, f"the field {twice[:40]!r} is given twice")
+    return body
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
@@ -232,12 +246,19 @@ def _routes(explorer: Explorer) -> list[Route]:
 
     async def action(request: Request) -> Response:
         name = request.path_params["action"]
+        if name == "views":
+            return error(405, "the views are read with GET /api/views?model=ID")
         if name not in ACTIONS:
             return error(404, f"no action {name[:40]!r}; the actions are {', '.join(ACTIONS)}")
         body = await read_json(request)
         explorer.check(name, body)
         call = getattr(explorer, "summary" if name == "run" else name)
         return json_response(await run_in_threadpool(call, body))
+
+    async def recorded_views(request: Request) -> Response:
+        body = query(request)
+        explorer.check("views", body)
+        return json_response(await run_in_threadpool(explorer.views, body))
 
     async def report(request: Request) -> Response:
         body = await read_json(request)
@@ -266,6 +287,7 @@ def _routes(explorer: Explorer) -> list[Route]:
         Route("/", _page),
         Route("/assets/{name}", _asset_file),
         Route("/api/models", models),
+        Route("/api/views", recorded_views),
         Route("/api/report", report, methods=["POST"]),
         Route("/api/trace", trace, methods=["POST"]),
         Route("/api/{action}", action, methods=["POST"]),

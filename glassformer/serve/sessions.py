@@ -4,15 +4,18 @@
 under an id the server made (`char-lm`, `en-es`, ...). The browser only ever sends such an id:
 no path from a request reaches the file system. A model is loaded on first use (glassformer
 checkpoint or Hugging Face folder, as a `glassformer.model.Model`); a folder that cannot be
-loaded keeps its error, which the page shows. `RunCache` keeps recent runs (their traces) under
-a bound on the bytes of their recorded values, least recently used out first, and computes a
-run once however many requests ask for it at the same time.
+loaded keeps its error, which the page shows; a folder that holds a training time-lapse
+(views.safetensors, `train --snapshot-views`) says so in its listing ("views": true), for the
+page's Training tab. `RunCache` keeps recent runs (their traces) under a bound on the bytes of
+their recorded values, least recently used out first, and computes a run once however many
+requests ask for it at the same time.
 
 Deliberately not here: running the engines (`runs.py`), HTTP (`app.py`), printing.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 from collections import OrderedDict
@@ -23,6 +26,7 @@ from pathlib import Path
 from glassformer.errors import GlassformerError
 from glassformer.model import Model
 from glassformer.trace import Trace
+from glassformer.views import VIEWS_FILE
 
 
 class NotFound(GlassformerError):
@@ -54,6 +58,11 @@ class Entry:
     loaded: Model | Fixed | None = None
     error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    folder: Path | None = None  # a model folder given to `serve` (None: a walkthrough)
+
+    def has_views(self) -> bool:
+        """Whether the folder holds a training time-lapse (`train --snapshot-views`)."""
+        return self.folder is not None and os.path.lexists(self.folder / VIEWS_FILE)
 
     def listing(self) -> dict:
         item = {
@@ -66,7 +75,7 @@ class Entry:
         if self.error:
             item["error"] = self.error
         if isinstance(self.loaded, Model):
-            item |= describe(self.loaded)
+            item |= describe(self.loaded) | {"views": self.has_views()}
         elif isinstance(self.loaded, Fixed):
             item |= {"arch": "walkthrough", "text": self.loaded.text, "typing": False}
         return item
@@ -144,7 +153,8 @@ class Registry:
             while ident in taken:
                 ident, n = f"{base}-{n}", n + 1
             taken.add(ident)
-            entries.append(Entry(ident, name, "model", str(raw), _folder_loader(path, dtype)))
+            load = _folder_loader(path, dtype)
+            entries.append(Entry(ident, name, "model", str(raw), load, folder=path))
         self.entries: dict[str, Entry] = {e.id: e for e in entries}
 
     def listing(self) -> list[dict]:

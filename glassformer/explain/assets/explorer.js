@@ -197,9 +197,11 @@
       problem(e.message);
       applies($("text"), "this model cannot be loaded: " + e.message);
       $("model-info").textContent = (state.models.find(m => m.id === id) || {}).description || "";
+      app.dispatchEvent(new CustomEvent("gf-model", { detail: null }));  // timelapse.js
       return;
     }
     state.info = info;
+    app.dispatchEvent(new CustomEvent("gf-model", { detail: info }));  // timelapse.js: the Training tab
     $("max-new").max = String(info.max_len || 4096);
     if (info.arch === "encoder-decoder") $("max-new").value = String(info.max_len);
     const fixed = info.kind === "walkthrough";
