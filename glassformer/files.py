@@ -268,13 +268,14 @@ def member(folder: str | Path, name: str | Path, *, required: bool = True) -> Pa
 READ_FROM_FOLDERS = {
     "checkpoint": tuple(
         "config.json model.safetensors tokenizer.json labels.json snapshot-step*.safetensors "
-        "training_state.pt train_config.json log.csv".split()
+        "training_state.pt train_config.json log.csv views.safetensors".split()
     ),
     "hugging face": tuple(  # model-*.safetensors: the shards model.safetensors.index.json names
         "config.json model.safetensors model.safetensors.index.json model-*.safetensors "
         "pytorch_model.bin tokenizer.json vocab.txt vocab.json merges.txt tokenizer_config.json "
         "special_tokens_map.json glassformer-tokenizer.json".split()
     ),
+    "nanogpt": ("ckpt.pt", "meta.pkl"),
 }
 
 

@@ -73,7 +73,7 @@ def load(
     "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
     generate, translate and the explorer's decoding (None: each method's command-line
     default); on_note: where notes go (default: `Model.notes`)."""
-    from glassformer import hf_dir
+    from glassformer import loading
     from glassformer.tokenizer import article_tokenizer
 
     if engine not in ENGINES:
@@ -89,10 +89,9 @@ def load(
         return Model(cfg, params, tok, name=str(path_or_preset), **options)
     if seed is not None:
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
-    if hf_dir.is_hf_folder(p):
-        imported = hf_dir.load(p)
-        cfg, params, tok = imported.cfg, imported.params, imported.tokenizer
-        return Model(cfg, params, tok, path=p, family=imported.family, name=str(p), **options)
+    if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
+        cfg, params, tok, family = imported
+        return Model(cfg, params, tok, path=p, family=family, name=str(p), **options)
     cfg, params, tok = weights.load(p)
     labels = weights.load_labels(p, cfg)
     return Model(cfg, params, tok, labels=labels, path=p, **options)

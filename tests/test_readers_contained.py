@@ -27,7 +27,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import checkpoint, files, loading, tasks, train, weights  # noqa: E402
+from glassformer import checkpoint, files, loading, tasks, train, views, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.cli.common import last_step  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
@@ -53,7 +53,8 @@ def built(tmp_path_factory):
     corpus.write_text("to be or not to be, that is the question.\n" * 40)
     tiny = ["--set", "d_model=16", "--set", "n_heads=2", "--set", "d_ff=32", "--set", "max_len=16"]
     run = ["--set", "max_steps=2", "--set", "eval_interval=1", "--set", "eval_iters=1",
-           "--set", "keep_snapshots=2", "--set", "block_size=16"]  # fmt: skip
+           "--set", "keep_snapshots=2", "--set", "block_size=16",
+           "--snapshot-views", "to be", "--view-every", "1"]  # fmt: skip
     assert main(["train", "lm", "--out", str(d / "lm"), "--data", str(corpus), "--quiet",
                  *tiny, *run]) == 0  # fmt: skip
     assert main(["init", str(d / "clf"), "--preset", "encoder-classifier", "--tokenizer",
@@ -88,6 +89,12 @@ def built(tmp_path_factory):
         "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", *"abcdefghijklmnopqrstuvwxyz"])
     )
     (d / "bert" / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    from test_nanogpt import CHARS, prepare, train_and_save
+
+    args = dict(n_layer=1, n_head=2, n_embd=8, block_size=8, bias=True, vocab_size=len(CHARS),
+                dropout=0.0)  # fmt: skip
+    train_and_save(d / "nanogpt", args, seed=0)
+    shutil.copy(prepare(d / "nanogpt-data"), d / "nanogpt" / "meta.pkl")
     return d, corpus
 
 
@@ -123,6 +130,10 @@ def _restore(folder, corpus):
     return checkpoint.restore(folder, cfg, model, train.make_optimizer(model, tcfg), task)
 
 
+def _views(folder, corpus):
+    return views.load(folder)
+
+
 def _train_config(folder, corpus):
     return train.saved_train_config(folder)
 
@@ -154,6 +165,9 @@ ROWS = [
     ("model-*.safetensors", "shards", _shard(-1), _load),
     ("pytorch_model.bin", "bin", "pytorch_model.bin", _load),
     ("glassformer-tokenizer.json", "ours", "glassformer-tokenizer.json", _load),
+    ("views.safetensors", "lm", "views.safetensors", _views),
+    ("ckpt.pt", "nanogpt", "ckpt.pt", _load),
+    ("meta.pkl", "nanogpt", "meta.pkl", _load),
 ]
 # HF tokenizer files: through the folder's import and through the tokenizer reader itself
 for _folder, _names in (
@@ -250,11 +264,14 @@ FOLDER_READERS = {
     "weights.py:load": "config.json, model.safetensors, tokenizer.json",
     "weights.py:load_labels": "labels.json",
     "weights.py:load_snapshot": "snapshot-step*.safetensors",
+    "views.py:load": "views.safetensors",
+    "nanogpt.py:read_checkpoint": "ckpt.pt",
 }
 GIVEN_A_CHECKED_PATH = {  # read a path their only callers got from files.member
     "hf_dir.py:_torch_bin": "pytorch_model.bin (read_state)",
     "hf_dir.py:_torch_safetensors": "a bfloat16 shard (read_state)",
     "tokenizer/__init__.py:load": "a tokenizer file (weights.load, hf_dir.load) or a user's path",
+    "nanogpt.py:read_meta": "meta.pkl (through member) or a user's --meta",
 }
 NO_FOLDER_FILE = {
     "checkpoint.py:_checked_state": "JSON strings inside the training state already read",
@@ -277,6 +294,8 @@ NO_FOLDER_FILE = {
     "tasks.py:_lm_task": "--data",
     "walkthrough/raschka_ch03.py:_raschka_data": "package data",
     "weights.py:available_memory": "/proc/meminfo",
+    "nanogpt.py:gpt2_tokenizer": "--tokenizer, a user's file",
+    "nanogpt.py:vocab_from_text": "--vocab-from, a user's text file",
 }
 READS = {"load_file", "read_json", "read_text", "read_bytes", "open", "from_file", "from_files",
          "BertWordPieceTokenizer", "ByteLevelBPETokenizer", "parse_json"}  # fmt: skip

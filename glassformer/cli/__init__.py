@@ -17,6 +17,7 @@
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
     glassformer export CKPT OUT [--dtype float16] [--average K]
     glassformer import-hf HF_DIR OUT           (GPT-2, BERT / MiniLM, Marian, Pegasus folders)
+    glassformer import-nanogpt CKPT OUT [--meta FILE | --vocab-from TEXT | --tokenizer FILE]
     glassformer export-hf CKPT OUT             (decoder -> GPT-2, encoder -> BERT,
                                                 pre-LN encoder-decoder -> Pegasus)
     glassformer embed MODEL "text" ... [--engine torch|reference] [--json]
@@ -26,7 +27,8 @@
     glassformer diff MODEL "text" [--engines reference,torch,float32,int8,hf] [--tol 1e-6]
                      [--json FILE] [--html FILE]   (where engines part, step by step)
 
-Wherever a checkpoint is taken, a Hugging Face model folder works too (read on the fly).
+Wherever a checkpoint is taken, a Hugging Face model folder or a nanoGPT out_dir works too (read
+on the fly).
 
 REPORT OPTIONS: --html FILE (one self-contained page), --png DIR (attention heatmaps),
 --layers 0,1 and --heads 0 (only these blocks and heads of the model).

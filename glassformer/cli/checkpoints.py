@@ -1,6 +1,6 @@
-"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `export-hf`, and the
-encoders' commands: `embed` (sentence embeddings of a checkpoint or a Hugging Face folder) and
-`classify` (a classifier's class of each text, with its probability).
+"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `import-nanogpt`,
+`export-hf`, and the encoders' commands: `embed` (sentence embeddings of a checkpoint or a
+Hugging Face folder) and `classify` (a classifier's class of each text, with its probability).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _add_config_and_init(sub) -> None:
 
 
 def _add_conversions(sub) -> None:
-    """export, import-hf and export-hf: a model written in another form."""
+    """export, import-hf, import-nanogpt and export-hf: a model written in another form."""
     ex = sub.add_parser(
         "export",
         help="copy a checkpoint's model and tokenizer, e.g. to float16",
@@ -109,6 +109,38 @@ def _add_conversions(sub) -> None:
     ih.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float32")
     overwrite_arg(ih)
     ih.set_defaults(func=cmd_import_hf)
+
+    ing = sub.add_parser(
+        "import-nanogpt",
+        help="convert a nanoGPT checkpoint (ckpt.pt) to a checkpoint",
+        description="Read CKPT (the ckpt.pt that nanoGPT's train.py wrote, or its out_dir) and "
+        "write a glassformer checkpoint to OUT. ckpt.pt is read with torch.load(weights_only="
+        "True) and meta.pkl as plain data only: no pickled code runs. The tokenizer: --meta, "
+        "--vocab-from or --tokenizer, else a meta.pkl beside ckpt.pt. Every command also reads "
+        "an out_dir directly (with the meta.pkl beside its ckpt.pt).",
+    )
+    ing.add_argument("ckpt", help="nanoGPT's ckpt.pt, or the out_dir holding it")
+    ing.add_argument("out")
+    vocab = ing.add_mutually_exclusive_group()
+    vocab.add_argument(
+        "--meta",
+        metavar="FILE",
+        help="the meta.pkl of a character model (nanoGPT keeps it in data/DATASET/meta.pkl)",
+    )
+    vocab.add_argument(
+        "--vocab-from",
+        metavar="TEXT_FILE",
+        help="rebuild a character vocabulary from the training text, as nanoGPT's prepare.py "
+        "does (its sorted set of characters)",
+    )
+    vocab.add_argument(
+        "--tokenizer",
+        metavar="FILE",
+        help="a Hugging Face tokenizer.json (GPT-2's, for a GPT-2 BPE model)",
+    )
+    ing.add_argument("--dtype", choices=list(weights.STORABLE_DTYPES), default="float32")
+    overwrite_arg(ing)
+    ing.set_defaults(func=cmd_import_nanogpt)
 
     xh = sub.add_parser(
         "export-hf",
@@ -269,6 +301,31 @@ def cmd_import_hf(args) -> int:
     )  # fmt: skip
     print(
         f"imported {imp.family} from {args.hf_dir}: {imp.cfg.arch}, "
+        f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
+    )
+    for name, reason in imp.skipped.items():
+        print(f"  left out {name}: {reason}")
+    for line in imp.notes:
+        print(f"  {line}")
+    return 0
+
+
+@writes_out
+def cmd_import_nanogpt(args) -> int:
+    from glassformer import nanogpt
+
+    folder, _ = nanogpt.checkpoint_file(args.ckpt)
+    not_onto_itself(str(folder), args.out)
+    output_folder(args.out, args.overwrite)
+    imp = nanogpt.load(
+        args.ckpt, meta=args.meta, vocab_from=args.vocab_from, tokenizer=args.tokenizer
+    )
+    weights.save(
+        args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype,
+        overwrite=args.overwrite,
+    )  # fmt: skip
+    print(
+        f"imported nanoGPT from {imp.source}: {imp.cfg.arch}, "
         f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
     )
     for name, reason in imp.skipped.items():
