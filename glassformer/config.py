@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
 import typing
 from dataclasses import dataclass, fields
 from typing import Literal
@@ -18,8 +19,10 @@ from typing import Literal
 from glassformer.errors import ConfigError
 
 Arch = Literal["encoder-decoder", "decoder", "encoder"]
-Positions = Literal["sinusoidal", "sinusoidal_split", "learned", "none"]
+Positions = Literal["sinusoidal", "sinusoidal_split", "learned", "none", "rotary"]
 Norm = Literal["post", "pre"]
+NormKind = Literal["layernorm", "rmsnorm"]
+FFNKind = Literal["plain", "gated"]
 Activation = Literal["relu", "gelu", "gelu_tanh", "silu"]
 
 
@@ -32,12 +35,31 @@ class Config:
         d_model / n_heads: the Random Transformer uses d_model 4 with two 3-dim heads.
     positions: "sinusoidal" (Vaswani et al., base 10000: sin on even, cos on odd dimensions),
         "sinusoidal_split" (Marian: the same angles, sin in the first half of the dimensions and
-        cos in the second), "learned" (GPT-2, BERT) or "none".
+        cos in the second), "learned" (GPT-2, BERT), "none", or "rotary" (RoPE, Su et al. 2021;
+        Llama, Qwen2, Mistral): no table is added to the embeddings; Q and K of every
+        self-attention (never cross-attention) are rotated by their absolute position, in Hugging
+        Face's "rotate_half" layout: dimension i of a head's rotated part pairs with i + r/2 and
+        turns by the angle pos · rope_theta^(-2i/r), r = rope_dim.
+    rope_theta: the base of the rotary angles (> 0; Llama 10000, Llama 3 500000).
+    rope_fraction: the fraction of each head's dimensions rotated, the first ones, in (0, 1]:
+        rope_dim = int(head_dim · rope_fraction), as Hugging Face computes it, which must be even
+        (GPT-NeoX, Phi: partial rotary). rope_theta and rope_fraction need positions="rotary".
     norm: "post" = LayerNorm(x + Sublayer(x)) as in the articles; "pre" = x + Sublayer(LN(x)) as in
         GPT-2, with a final LayerNorm after the stack.
+    norm_kind: every norm of the model (blocks, final, embed_norm): "layernorm", or "rmsnorm"
+        (Zhang & Sennrich 2019; Llama): x / √(mean(x²) + ε) · g, a weight and no bias. ε is ln_eps.
     activation: FFN non-linearity: "relu" (articles), "gelu" (exact, erf; BERT), "gelu_tanh"
         (GPT-2) or "silu" (x·sigmoid(x), Marian's "swish").
+    ffn_kind: "plain" act(x·W1 + b1)·W2 + b2, or "gated" (act(x·W1) ⊙ x·W3)·W2 (Shazeer 2020;
+        SwiGLU with silu: Llama): W1 the gate, W3 the up and W2 the down projection (Meta's names).
+    d_ff: the FFN's width F; 0: no FFN sublayer (nor its norm) in any block: attention only.
     bias: whether every linear layer (Q, K, V, W_O, FFN, output head) has a bias.
+    qkv_bias: whether Q, K and V have biases, whatever the other linear layers do (Qwen2: true,
+        with bias false); None follows `bias`.
+    n_kv_heads: the number of key/value heads (grouped-query attention, Ainslie et al. 2023), a
+        divisor of n_heads: each group of n_heads / n_kv_heads consecutive query heads shares one
+        key/value head, in self- and cross-attention, and the KV cache keeps only these (1: multi-
+        query attention). None means n_heads.
     tie_embeddings: the output head reuses the decoder's token embedding matrix.
     share_embeddings: encoder-decoder only: the encoder reads its tokens through the decoder's
         embedding matrix (`decoder.tok_embed.weight`; there is no `encoder.tok_embed.weight`), so
@@ -75,6 +97,12 @@ class Config:
     type_vocab_size: int = 0
     embed_norm: bool = False
     logits_bias: bool = False
+    rope_theta: float = 10000.0
+    rope_fraction: float = 1.0
+    norm_kind: NormKind = "layernorm"
+    ffn_kind: FFNKind = "plain"
+    n_kv_heads: int | None = None
+    qkv_bias: bool | None = None
 
     def __post_init__(self) -> None:
         hints = typing.get_type_hints(Config)
@@ -95,15 +123,18 @@ class Config:
         ):
             if getattr(self, name) is None:
                 object.__setattr__(self, name, 2 if has else 0)
-        for name in ("vocab_size", "d_model", "n_heads", "head_dim", "d_ff", "max_len"):
+        for name in ("vocab_size", "d_model", "n_heads", "head_dim", "max_len"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("n_encoder_layers", "n_decoder_layers", "n_classes", "type_vocab_size"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.d_ff < 0:
+            raise ConfigError(f"d_ff must be >= 0 (0: attention only, no FFN), got {self.d_ff}")
         if not 0.0 < self.ln_eps < 1.0:
             raise ConfigError(f"ln_eps must be in (0, 1), got {self.ln_eps}")
         self._check_stacks()
+        self._check_modern()
 
     def _check_stacks(self) -> None:
         needs = {
@@ -139,6 +170,43 @@ class Config:
                 "arch='encoder' has none: set tie_embeddings=false"
             )
 
+    def _check_modern(self) -> None:
+        """The options of today's decoders: rotary positions, grouped K/V heads, gated FFN."""
+        if self.n_kv_heads is not None:
+            if self.n_kv_heads < 1:
+                raise ConfigError(
+                    f"n_kv_heads must be >= 1 (or None: n_heads), got {self.n_kv_heads}"
+                )
+            if self.n_heads % self.n_kv_heads:
+                raise ConfigError(
+                    f"n_kv_heads: n_heads={self.n_heads} is not divisible by "
+                    f"n_kv_heads={self.n_kv_heads}; each group of query heads shares one key/value "
+                    "head: choose a divisor of n_heads"
+                )
+        if self.d_ff == 0 and self.ffn_kind != "plain":
+            raise ConfigError(
+                f"ffn_kind={self.ffn_kind!r} needs an FFN, and d_ff=0 has none (attention only): "
+                "set d_ff > 0 or ffn_kind=plain"
+            )
+        if not (math.isfinite(self.rope_theta) and self.rope_theta > 0):
+            raise ConfigError(f"rope_theta must be a finite number > 0, got {self.rope_theta}")
+        if not 0.0 < self.rope_fraction <= 1.0:
+            raise ConfigError(f"rope_fraction must be in (0, 1], got {self.rope_fraction}")
+        if self.positions != "rotary":
+            for name, default in (("rope_theta", 10000.0), ("rope_fraction", 1.0)):
+                if getattr(self, name) != default:
+                    raise ConfigError(
+                        f"{name} is for positions='rotary' only (this is "
+                        f"positions={self.positions!r}): set positions=rotary or leave {name} at "
+                        f"{default}"
+                    )
+        elif self.rope_dim < 2 or self.rope_dim % 2:
+            raise ConfigError(
+                f"rope_fraction: int(head_dim={self.head_dim} × rope_fraction={self.rope_fraction})"
+                f" = {self.rope_dim} dimensions to rotate, but rotary turns them in pairs: choose "
+                "head_dim or rope_fraction so that it is even (>= 2)"
+            )
+
     # -- derived sizes -------------------------------------------------------------------------
 
     @property
@@ -158,6 +226,47 @@ class Config:
     def attn_dim(self) -> int:
         """H * D: the width of the concatenated heads (6 in the Random Transformer)."""
         return self.n_heads * self.head_dim
+
+    @property
+    def kv_heads(self) -> int:
+        """The number of key/value heads: n_kv_heads, or n_heads when it is None."""
+        return self.n_heads if self.n_kv_heads is None else self.n_kv_heads
+
+    @property
+    def kv_dim(self) -> int:
+        """kv_heads * D: the width of K and V (attn_dim without grouped-query attention)."""
+        return self.kv_heads * self.head_dim
+
+    @property
+    def has_qkv_bias(self) -> bool:
+        """Whether Q, K and V have biases: qkv_bias, or `bias` when it is None."""
+        return self.bias if self.qkv_bias is None else self.qkv_bias
+
+    @property
+    def rope_dim(self) -> int:
+        """The dimensions of each head that rotary positions turn, the first ones (0 without)."""
+        if self.positions != "rotary":
+            return 0
+        return int(self.head_dim * self.rope_fraction)
+
+    def modern_options(self) -> list[str]:
+        """`field=value` for each option set away from the classic transformer's (the articles',
+        GPT-2's, BERT's, Marian's): what a format of that family cannot hold, for an exporter to
+        name when it refuses the model. Options equal to the classic in effect are not listed
+        (n_kv_heads = n_heads, qkv_bias = bias)."""
+        out = []
+        if self.positions == "rotary":
+            out.append("positions='rotary'")
+        for name, classic in (("norm_kind", "layernorm"), ("ffn_kind", "plain")):
+            if getattr(self, name) != classic:
+                out.append(f"{name}={getattr(self, name)!r}")
+        if self.kv_heads != self.n_heads:
+            out.append(f"n_kv_heads={self.n_kv_heads}")
+        if self.has_qkv_bias != self.bias:
+            out.append(f"qkv_bias={self.qkv_bias}")
+        if self.d_ff == 0:
+            out.append("d_ff=0")
+        return out
 
     # -- serialisation -------------------------------------------------------------------------
 
@@ -196,7 +305,8 @@ class Config:
 
     def _rederive(self, changes: dict) -> dict:
         """Derived fields that follow a change unless set explicitly: head_dim follows d_model and
-        n_heads when it was their quotient; layer counts follow arch (0 for a stack it lacks)."""
+        n_heads when it was their quotient; layer counts follow arch (0 for a stack it lacks); the
+        rotary settings return to their defaults when positions stop being rotary."""
         out = {}
         if {
             "d_model",
@@ -218,6 +328,8 @@ class Config:
                 out["n_classes"] = 0
             if new != "encoder-decoder":
                 out["share_embeddings"] = False
+        if changes.get("positions", "rotary") != "rotary":
+            out |= {"rope_theta": 10000.0, "rope_fraction": 1.0}
         return out
 
 

@@ -20,6 +20,8 @@ EQUATIONS: dict[str, str] = {
     "Q": "Q = X·Wq",
     "K": "K = X·Wk",
     "V": "V = X·Wv",
+    "Q_rot": "Q_rot = RoPE(Q): row m turned by m·θ_i in each pair (i, i + r/2), θ_i = base^(-2i/r)",
+    "K_rot": "K_rot = RoPE(K): row n turned by n·θ_i in each pair (i, i + r/2), θ_i = base^(-2i/r)",
     "scores": "Ω = Q·Kᵀ",
     "scaled": "Ω / √c",
     "mask": "mask (True = may attend; masked scores become -inf)",
@@ -33,8 +35,11 @@ EQUATIONS: dict[str, str] = {
     "mean": "μ = mean of each row",
     "std": "√(σ² + ε) of each row",
     "normalized": "(x - μ) / √(σ² + ε)",
+    "rms": "√(mean(x²) + ε) of each row",
     "out": "LayerNorm(x) = (x - μ) / √(σ² + ε) · γ + β",
     "hidden": "act(x·W1 + b1)",
+    "gate": "x·W1 + b1  (the gate, before the activation)",
+    "up": "x·W3 + b3  (the up projection)",
     "output": "the stack's output",
     "logits": "logits = h·W_out + b",
     "probs": "softmax(logits)",
@@ -50,6 +55,12 @@ _CROSS = {
 
 _BLOCK_OUT = "block output"
 _FFN_OUT = "FFN(x) = act(x·W1 + b1)·W2 + b2"
+
+# Steps whose name is the same in each variant of an option but whose equation is not: the engines
+# pass these with the tap (`trace.tap(..., equation=...)`); the name alone gives the default's.
+RMSNORM_OUT = "RMSNorm(x) = x / √(mean(x²) + ε) · g"
+GATED_HIDDEN = "act(x·W1 + b1) ⊙ (x·W3 + b3)"
+GATED_FFN_OUT = "FFN(x) = (act(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2"
 
 
 def equation_for(name: str) -> str:
@@ -76,6 +87,11 @@ TITLES: dict[str, str] = {
     "Q": "queries Q",
     "K": "keys K",
     "V": "values V",
+    "Q_rot": "queries turned by position",
+    "K_rot": "keys turned by position",
+    "rms": "root mean square √(mean(x²) + ε)",
+    "gate": "gate x·W1",
+    "up": "up projection x·W3",
     "scores": "scores Ω",
     "scaled": "scaled scores Ω / √c",
     "mask": "attention mask",
@@ -176,6 +192,24 @@ MEANINGS: dict[str, str] = {
     "Q": "Each token's query: what it looks for among the tokens it may attend to.",
     "K": "Each token's key: what the queries are compared with to find it.",
     "V": "Each token's value: what it hands on to the tokens that attend to it.",
+    "Q_rot": (
+        "The queries turned by rotary positions: each pair of dimensions rotated by an angle "
+        "proportional to the token's position, so that a query·key score depends on how far apart "
+        "the two tokens are."
+    ),
+    "K_rot": (
+        "The keys turned by rotary positions, by the same angles as the queries at the same "
+        "position: a score then depends on the distance between the tokens, not where they are."
+    ),
+    "rms": "RMSNorm's divisor: the root mean square of each token's vector, √(mean(x²) + ε).",
+    "gate": (
+        "The gated feed-forward network's gate: x·W1 + b1, F units per token, put through the "
+        "activation and multiplied into the up projection."
+    ),
+    "up": (
+        "The gated feed-forward network's up projection: x·W3 + b3, F units per token, which the "
+        "activated gate scales element by element."
+    ),
     "cross.Q": "Each decoder token's query, compared with the keys of the source tokens.",
     "cross.K": "The keys of the source tokens, made from the encoder's output M.",
     "cross.V": (
@@ -217,11 +251,12 @@ MEANINGS: dict[str, str] = {
     "std": "The spread of each token's vector, √(σ² + ε), that LayerNorm divides by.",
     "normalized": "Each token's vector minus its mean, divided by its spread: mean 0, spread 1.",
     "norm.out": (
-        "The normalised vectors scaled by γ and shifted by β, two learned vectors of C numbers."
+        "The normalised vectors scaled by γ and shifted by β, two learned vectors of C numbers "
+        "(RMSNorm: divided by their root mean square and scaled by g, with no shift)."
     ),
     "hidden": (
         "The feed-forward network's wide layer: x·W1 + b1 through the activation, F units per "
-        "token."
+        "token (gated: times the up projection x·W3 + b3)."
     ),
     "ffn.out": (
         "The hidden units mapped back to the model's width C: the feed-forward sublayer's output."

@@ -1,14 +1,14 @@
 """int8 inference on the CPU: the PyTorch engine with its linear layers in int8.
 
 `int8(model)` turns a float32 `torch_model.Transformer` into its int8 form: every `nn.Linear` (Wq,
-Wk, Wv, W_O, W1, W2, an untied output head, a classifier) becomes an `Int8Linear` in the slot
-the model declares for it, and a tied output head (the token embedding used as the output
-projection) gets an int8 copy of its own in `Transformer.output_head`. This is
+Wk, Wv, W_O, W1, W2, a gated FFN's W3, an untied output head, a classifier) becomes an
+`Int8Linear` in the slot the model declares for it, and a tied output head (the token embedding
+used as the output projection) gets an int8 copy of its own in `Transformer.output_head`. This is
 PyTorch's dynamic quantization, with PyTorch's own kernel (`quantized::linear_dynamic`, the one
 behind `torch.ao.quantization.quantize_dynamic`): weights are stored as int8, one scale per output
 row (symmetric, scale = max|row| / 127.5); each call quantizes its input to uint8 (one scale and
 zero point per call, from the input's range) and accumulates in int32. Embedding lookups,
-LayerNorm, attention (SDPA) and the KV cache stay float32.
+LayerNorm and RMSNorm, rotary positions, attention (SDPA) and the KV cache stay float32.
 
 Why: at batch 1 decoding reads every weight once per token, so it runs at the memory-bandwidth
 floor; int8 weights are a quarter of float32's bytes. The tied head is a third of GPT-2-small's

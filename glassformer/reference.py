@@ -7,9 +7,13 @@ returned value is the one computed on, so an `intervene` block (see `trace`) can
 
 Notation (Raschka ch. 3; Sanseviero, "The Random Transformer"): X input rows, Q = X·Wq,
 K = X·Wk, V = X·Wv, scores Ω = Q·Kᵀ, A = softmax(Ω / √c) row by row, C = A·V. Weights are stored
-(out, in) like nn.Linear, so X·Wq is written `X @ Wq.T` with Wq the stored matrix.
+(out, in) like nn.Linear, so X·Wq is written `X @ Wq.T` with Wq the stored matrix. Today's decoders'
+options (Llama, Qwen2, Mistral) are here too: rotary positions (RoPE) on Q and K, RMSNorm, the
+gated FFN, grouped-query attention (KV key/value heads shared by groups of query heads), and
+attention-only blocks (d_ff 0).
 
-Shapes: T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim  F d_ff  V vocab
+Shapes: T tokens (decoder)  S tokens (encoder)  C d_model  H heads  KV key/value heads
+        D head dim  r rotated dims  F d_ff  V vocab
 Masks: True = may attend.
 """
 
@@ -23,6 +27,7 @@ from glassformer import inputs
 from glassformer.config import Config
 from glassformer.decoding import softmax as stable_softmax
 from glassformer.errors import InputError
+from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT
 from glassformer.trace import scope, tap
 
 Params = dict[str, np.ndarray]
@@ -54,6 +59,21 @@ def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -
     std = tap("std", np.sqrt(var + eps))  # (T, 1)
     xhat = tap("normalized", (x - mu) / std)  # (T, C)
     return tap("out", xhat * gamma + beta)  # (T, C)
+
+
+def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
+    """RMSNorm(x) = x / √(mean(x²) + ε) · g (Zhang & Sennrich 2019): LayerNorm without the
+    centring and without β, the mean of the squares over each row."""
+    rms = tap("rms", np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps))  # (T, 1)
+    return tap("out", x / rms * g, equation=RMSNORM_OUT)  # (T, C)
+
+
+def norm(p: Params, name: str, x: np.ndarray, cfg: Config) -> np.ndarray:
+    """The model's norm `name` (its weights `name.weight`, `name.bias`) applied to x: LayerNorm,
+    or RMSNorm with norm_kind="rmsnorm". (T, C) -> (T, C)"""
+    if cfg.norm_kind == "rmsnorm":
+        return rms_norm(x, p[f"{name}.weight"], cfg.ln_eps)
+    return layer_norm(x, p[f"{name}.weight"], p[f"{name}.bias"], cfg.ln_eps)
 
 
 def linear(x: np.ndarray, W: np.ndarray, b: np.ndarray | None = None) -> np.ndarray:
@@ -160,6 +180,24 @@ def sinusoidal_positions(T: int, C: int, base: float = 10000.0, split: bool = Fa
     return P
 
 
+def rotary_angles(positions, r: int, base: float = 10000.0) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of the rotary angles m·θ_i, θ_i = base^(-2i/r) for i < r/2, at each position m
+    (Su et al. 2021, eq. 34). positions (T,) -> cos, sin (T, r/2)."""
+    theta = 1.0 / base ** (np.arange(0, r, 2, dtype=np.float64) / r)  # (r/2,)
+    angle = np.asarray(positions, dtype=np.float64)[:, None] * theta  # (T, r/2)
+    return np.cos(angle), np.sin(angle)
+
+
+def rotary(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """RoPE (Su et al. 2021) in Hugging Face's "rotate_half" layout: in the first r dimensions of
+    each row, the pair (x_i, x_{i+r/2}) is turned by the row's angle i,
+    (x_i, x_{i+r/2}) -> (x_i cos - x_{i+r/2} sin, x_{i+r/2} cos + x_i sin); the other dimensions
+    pass unchanged (partial rotary). x (T, D), cos and sin (T, r/2) -> (T, D)."""
+    h = cos.shape[-1]  # r/2
+    x1, x2, rest = x[:, :h], x[:, h : 2 * h], x[:, 2 * h :]  # (T, r/2), (T, r/2), (T, D - r)
+    return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1)  # (T, D)
+
+
 def causal_mask(T: int) -> np.ndarray:
     """mask[i, j] = j <= i: token i may attend to itself and earlier tokens. (T, T)"""
     return np.tril(np.ones((T, T), dtype=bool))
@@ -187,79 +225,121 @@ def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = Fals
     return tap("C", A @ V)  # (T, D)
 
 
-def multi_head_attention(p: Params, name: str, X, Xkv, mask, cfg: Config):
-    """Each head h: C_h = attention(X·Wq_h, Xkv·Wk_h, Xkv·Wv_h); Z = concat(C_1..C_H)·W_O.
+def multi_head_attention(p: Params, name: str, X, Xkv, mask, cfg: Config, positions=None):
+    """Each head h: C_h = attention(X·Wq_h, Xkv·Wk_g, Xkv·Wv_g); Z = concat(C_1..C_H)·W_O.
 
     X (T, C) gives the queries; Xkv (S, C) the keys and values (X itself for self-attention,
     the encoder output for cross-attention). X·Wq_h is the columns h·D:(h+1)·D of X·Wq (Wq_h is
     rows h·D:(h+1)·D of the stored Wq), so each projection is one matmul for all heads.
+    Grouped-query attention (Ainslie et al. 2023): the H query heads come in KV groups of
+    G = H / KV consecutive heads, and head h reads key/value head g = h // G (G = 1: g = h); the
+    K and V of a shared head are recorded once, under `kv_head{g}`.
+    positions (T,): self-attention's rotary positions (positions="rotary"): Q_h and K_g are turned
+    by RoPE at them before the scores, Q_rot·K_rotᵀ.
     """
-    D = cfg.head_dim
+    D, KV = cfg.head_dim, cfg.kv_heads
+    G = cfg.n_heads // KV  # query heads per key/value head
     proj = {}
     for which, src in (("q", X), ("k", Xkv), ("v", Xkv)):
-        W = p[f"{name}.{which}.weight"]  # (H*D, C)
-        b = p[f"{name}.{which}.bias"] if cfg.bias else None
-        proj[which] = linear(src, W, b)  # (T or S, H*D)
+        W = p[f"{name}.{which}.weight"]  # (H*D, C) for q; (KV*D, C) for k and v
+        b = p[f"{name}.{which}.bias"] if cfg.has_qkv_bias else None
+        proj[which] = linear(src, W, b)  # (T, H*D) or (S, KV*D)
+    rope = None if positions is None else rotary_angles(positions, cfg.rope_dim, cfg.rope_theta)
+
+    def turned(which: str, x):  # RoPE on one head's Q or K, (T, D)
+        return x if rope is None else tap(f"{which}_rot", rotary(x, *rope))
+
+    def kv_head(g: int):  # K_g, V_g (S, D)
+        cols = slice(g * D, (g + 1) * D)
+        K, V = tap("K", proj["k"][:, cols]), tap("V", proj["v"][:, cols])
+        return turned("K", K), V
+
+    shared = []
+    if G > 1:
+        for g in range(KV):
+            with scope(f"kv_head{g}"):
+                shared.append(kv_head(g))
     heads = []
     for h in range(cfg.n_heads):
-        cols = slice(h * D, (h + 1) * D)
         with scope(f"head{h}"):
-            Q, K, V = (tap(w.upper(), proj[w][:, cols]) for w in "qkv")  # (T or S, D)
+            Q = turned("Q", tap("Q", proj["q"][:, h * D : (h + 1) * D]))  # (T, D)
+            K, V = shared[h // G] if G > 1 else kv_head(h)  # (S, D)
             heads.append(attention(Q, K, V, mask))  # (T, D)
     concat = tap("concat", np.concatenate(heads, axis=-1))  # (T, H*D)
     return tap("Z", linear(concat, p[f"{name}.o.weight"], p.get(f"{name}.o.bias")))  # (T, C)
 
 
 def ffn(p: Params, name: str, x, cfg: Config):
-    """FFN(x) = act(x·W1 + b1)·W2 + b2."""
+    """FFN(x) = act(x·W1 + b1)·W2 + b2; gated (Shazeer 2020; SwiGLU with silu), with the gate W1,
+    the up projection W3 and the down projection W2: (act(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2."""
     act = ACTIVATIONS[cfg.activation]
-    hidden = tap("hidden", act(linear(x, p[f"{name}.w1.weight"], p.get(f"{name}.w1.bias"))))
-    return tap("out", linear(hidden, p[f"{name}.w2.weight"], p.get(f"{name}.w2.bias")))  # (T, C)
+
+    def lin(x, w: str):
+        return linear(x, p[f"{name}.{w}.weight"], p.get(f"{name}.{w}.bias"))
+
+    if cfg.ffn_kind == "gated":
+        gate = tap("gate", lin(x, "w1"))  # (T, F)
+        up = tap("up", lin(x, "w3"))  # (T, F)
+        hidden = tap("hidden", act(gate) * up, equation=GATED_HIDDEN)  # (T, F)
+        return tap("out", lin(hidden, "w2"), equation=GATED_FFN_OUT)  # (T, C)
+    hidden = tap("hidden", act(lin(x, "w1")))  # (T, F)
+    return tap("out", lin(hidden, "w2"))  # (T, C)
 
 
 def sublayer(p: Params, prefix: str, k: int, x, f, cfg: Config):
-    """Residual + LayerNorm around sublayer f: post-LN LN(x + f(x)), or pre-LN x + f(LN(x))."""
-    norm = f"{prefix}.norm{k}"
-    gamma, beta = p[f"{norm}.weight"], p[f"{norm}.bias"]
+    """Residual + norm around sublayer f: post-LN LN(x + f(x)), or pre-LN x + f(LN(x)) (LN the
+    LayerNorm or RMSNorm `norm{k}`)."""
+    name = f"{prefix}.norm{k}"
     if cfg.norm == "post":
         y = tap(f"add{k}", x + f(x))
         with scope(f"norm{k}"):
-            return layer_norm(y, gamma, beta, cfg.ln_eps)
+            return norm(p, name, y, cfg)
     with scope(f"norm{k}"):
-        h = layer_norm(x, gamma, beta, cfg.ln_eps)
+        h = norm(p, name, x, cfg)
     return tap(f"add{k}", x + f(h))
 
 
 # -- blocks and stacks --------------------------------------------------------------------------
 
 
+def _rotary_positions(T: int, cfg: Config):
+    """Self-attention's rotary positions 0 .. T-1, or None without rotary positions."""
+    return np.arange(T) if cfg.positions == "rotary" else None
+
+
 def encoder_block(p: Params, i: int, X, mask, cfg: Config):
-    """Self-attention -> add & norm -> FFN -> add & norm. X (S, C) -> (S, C)."""
+    """Self-attention -> add & norm -> FFN -> add & norm (no FFN with d_ff 0). X (S, C) -> (S, C)"""
     pre = f"encoder.layers.{i}"
+    positions = _rotary_positions(len(X), cfg)
 
     def attn(x):
         with scope("self_attn"):
-            return multi_head_attention(p, f"{pre}.self_attn", x, x, mask, cfg)
+            return multi_head_attention(p, f"{pre}.self_attn", x, x, mask, cfg, positions)
 
     def feed_forward(x):
         with scope("ffn"):
             return ffn(p, f"{pre}.ffn", x, cfg)
 
     X = sublayer(p, pre, 1, X, attn, cfg)
-    return tap("out", sublayer(p, pre, 2, X, feed_forward, cfg))
+    if cfg.d_ff:
+        X = sublayer(p, pre, 2, X, feed_forward, cfg)
+    return tap("out", X)
 
 
 def decoder_block(p: Params, i: int, Y, memory, self_mask, cross_mask, cfg: Config):
-    """Masked self-attention, [cross-attention on the encoder output,] FFN; each add & norm.
+    """Masked self-attention, [cross-attention on the encoder output,] [FFN]; each add & norm.
 
     In cross-attention the queries come from the decoder (Y) and the keys and values from the
-    encoder output (memory). Y (T, C), memory (S, C) or None -> (T, C).
+    encoder output (memory); rotary positions turn only self-attention's Q and K. The norms are
+    numbered by the sublayers there are (no FFN with d_ff 0). Y (T, C), memory (S, C) or None ->
+    (T, C).
     """
     pre = f"decoder.layers.{i}"
+    positions = _rotary_positions(len(Y), cfg)
 
     def self_attn(y):
         with scope("self_attn"):
-            return multi_head_attention(p, f"{pre}.self_attn", y, y, self_mask, cfg)
+            return multi_head_attention(p, f"{pre}.self_attn", y, y, self_mask, cfg, positions)
 
     def cross_attn(y):
         with scope("cross_attn"):
@@ -274,14 +354,17 @@ def decoder_block(p: Params, i: int, Y, memory, self_mask, cross_mask, cfg: Conf
     if memory is not None:
         Y = sublayer(p, pre, 2, Y, cross_attn, cfg)
         k = 3
-    return tap("out", sublayer(p, pre, k, Y, feed_forward, cfg))
+    if cfg.d_ff:
+        Y = sublayer(p, pre, k, Y, feed_forward, cfg)
+    return tap("out", Y)
 
 
 def embed(p: Params, stack: str, ids, cfg: Config, types=None):
     """Token embeddings plus positions: input = X + P. ids (T,) -> (T, C).
 
     Options: X is scaled by √C (embed_scale); token-type rows are added (type_vocab_size; types
-    (T,) default to 0); the sum goes through a LayerNorm (embed_norm).
+    (T,) default to 0); the sum goes through a LayerNorm or RMSNorm (embed_norm). Rotary positions
+    add nothing here: they turn Q and K inside self-attention.
     """
     ids = np.asarray(ids, dtype=np.int64)
     T = ids.shape[0]
@@ -289,7 +372,7 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
     X = p[f"{table}.tok_embed.weight"][ids]  # (T, C)
     X = tap("X", X * math.sqrt(cfg.d_model) if cfg.embed_scale else X)  # (T, C)
     x = X
-    if cfg.positions != "none":
+    if cfg.positions not in ("none", "rotary"):
         if cfg.positions == "learned":
             P = p[f"{stack}.pos_embed.weight"][:T]
         else:
@@ -301,8 +384,7 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
     if cfg.embed_norm:
         x = tap("sum", x)
         with scope("embed_norm"):
-            w, b = p[f"{stack}.embed_norm.weight"], p[f"{stack}.embed_norm.bias"]
-            x = layer_norm(x, w, b, cfg.ln_eps)
+            x = norm(p, f"{stack}.embed_norm", x, cfg)
     return tap("input", x)  # (T, C)
 
 
@@ -310,7 +392,7 @@ def _final_norm(p: Params, stack: str, x, cfg: Config):
     if cfg.norm != "pre":
         return x
     with scope("norm"):
-        return layer_norm(x, p[f"{stack}.norm.weight"], p[f"{stack}.norm.bias"], cfg.ln_eps)
+        return norm(p, f"{stack}.norm", x, cfg)
 
 
 # -- the public entry points: their inputs are checked first (glassformer.inputs), the math after

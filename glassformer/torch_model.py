@@ -13,17 +13,19 @@ Its forms, all declared here: training, `Transformer(cfg, dropout=p)` (weights d
 in `MultiHeadAttention.qkv_t`); int8, `quantize.int8(model)` (`Int8Linear` in the linear slots
 and, for a tied head, in `Transformer.output_head`).
 
+The layers below a block (attention, FFN, norms, positions) are in `torch_layers.py`, which
+declares their slots (`qkv_t`), and are re-exported here.
+
 Deliberately not here: decoding loops (`decoding.py`; the step functions that bind this engine to
 them, `torch_steps.py`; batched greedy translation in `inference.py`), checkpoint files
 (`weights.py`), training. It never imports the reference engine; their contract is the parity test.
 
-Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  D head dim
-        F d_ff  V vocab.  Masks: True = may attend.
+Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  KV key/value heads
+        D head dim  F d_ff  V vocab.  Masks: True = may attend.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -34,26 +36,21 @@ from torch import Tensor, nn
 
 from glassformer import inputs, weights
 from glassformer.config import Config
-from glassformer.trace import scope, tap
+from glassformer.torch_layers import (
+    FeedForward,
+    MultiHeadAttention,
+    RMSNorm,
+    _scope,
+    _tap,
+    make_norm,
+    norm_equation,
+    rotary_angles,
+    sinusoidal_table,
+)
 from glassformer.trace import watching as _watching
 from glassformer.weights import InitScheme
 
-# -- tracing helpers: free when no trace or intervention is active ------------------------------
-
-
-def _scope(name: str):
-    return scope(name) if _watching() else contextlib.nullcontext()
-
-
-def _first(x: Tensor):
-    return x[0].detach().to(torch.float64).cpu().numpy()
-
-
-def _tap(name: str, x: Tensor) -> Tensor:
-    """Record the first sequence of the batch under `name` (the reference engine is unbatched);
-    return `x`, or its replacement inside `intervene` (the intervention sees the whole batch)."""
-    return tap(name, x, record=_first) if _watching() else x
-
+__all__ = ["FeedForward", "MultiHeadAttention", "RMSNorm", "sinusoidal_table"]  # re-exported
 
 # -- the KV cache -------------------------------------------------------------------------------
 
@@ -61,7 +58,9 @@ def _tap(name: str, x: Tensor) -> Tensor:
 @dataclass
 class KVCache:
     """Keys and values kept between decoding steps: self-attention's grow by the new tokens at
-    every step; cross-attention's are computed once from the encoder output (`memory`), reused."""
+    every step; cross-attention's are computed once from the encoder output (`memory`), reused.
+    Each is (B, KV, S, D): the key/value heads only (grouped-query attention keeps fewer), the
+    keys already turned by rotary positions, each at its own position."""
 
     self_k: list[Tensor | None] = field(default_factory=list)
     self_v: list[Tensor | None] = field(default_factory=list)
@@ -97,192 +96,33 @@ class KVCache:
             self.memory, self.memory_valid = rows(self.memory), rows(self.memory_valid)
 
 
-# -- building blocks ----------------------------------------------------------------------------
-
-
-def sinusoidal_table(T: int, C: int, base: float = 10000.0, split: bool = False) -> Tensor:
-    """PE(pos, 2i) = sin(pos / base^(2i/C)), PE(pos, 2i+1) = cos(...), in float64. (T, C)
-
-    split=True: the sines in the first ceil(C/2) dimensions, the cosines after (Marian)."""
-    pos = torch.arange(T, dtype=torch.float64)[:, None]
-    two_i = torch.arange(0, C, 2, dtype=torch.float64)
-    angle = pos / base ** (two_i / C)  # (T, ceil(C/2))
-    if split:
-        return torch.cat([torch.sin(angle), torch.cos(angle[:, : C // 2])], dim=1)
-    P = torch.zeros(T, C, dtype=torch.float64)
-    P[:, 0::2] = torch.sin(angle)
-    P[:, 1::2] = torch.cos(angle[:, : C // 2])
-    return P
-
-
-class MultiHeadAttention(nn.Module):
-    """Z = concat(C_1..C_H)·W_O with C_h = softmax(Q_h K_hᵀ / √D) V_h.
-
-    Q comes from x; K and V from `kv` (x itself for self-attention, the encoder output for
-    cross-attention). The per-head Wq of the articles are the rows h*D:(h+1)*D of `q.weight`.
-    """
-
-    def __init__(self, cfg: Config, dropout: float = 0.0):
-        super().__init__()
-        C, HD = cfg.d_model, cfg.attn_dim
-        self.H, self.D = cfg.n_heads, cfg.head_dim
-        self.q = nn.Linear(C, HD, bias=cfg.bias)
-        self.k = nn.Linear(C, HD, bias=cfg.bias)
-        self.v = nn.Linear(C, HD, bias=cfg.bias)
-        self.o = nn.Linear(HD, C, bias=cfg.bias)
-        self.dropout = dropout
-        self.explicit = False  # force the explicit path (it is also used whenever tracing)
-        self.qkv_t: Tensor | None = None  # the inference form's [Wq; Wk; Wv] (C, 3*H*D) ...
-        self.qkv_b: Tensor | None = None  # ... and its bias, both set by `inference_layout`
-
-    def _heads(self, x: Tensor) -> Tensor:
-        B, T, _ = x.shape
-        return x.view(B, T, self.H, self.D).transpose(1, 2)  # (B, H, T, D)
-
-    def _project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """Q, K, V (B, H, T, D) of self-attention, x (B, T, C). With gradients on: one matmul with
-        [Wq; Wk; Wv] concatenated per call (training: one GEMM instead of three). In inference,
-        one matmul with the concatenation `inference_layout` stored once (Wq, Wk, Wv are views
-        into it), else three (the copy per call would cost more memory traffic than it saves)."""
-        if torch.is_grad_enabled():
-            W = torch.cat([self.q.weight, self.k.weight, self.v.weight])  # (3*H*D, C)
-            b = None if self.q.bias is None else torch.cat([self.q.bias, self.k.bias, self.v.bias])
-            qkv = F.linear(x, W, b)  # (B, T, 3*H*D)
-        elif self.qkv_t is not None:
-            qkv = F.linear(x, self.qkv_t.t(), self.qkv_b)  # (B, T, 3*H*D)
-        else:
-            return self._heads(self.q(x)), self._heads(self.k(x)), self._heads(self.v(x))
-        q, k, v = qkv.split(self.H * self.D, dim=-1)  # 3 x (B, T, H*D)
-        return self._heads(q), self._heads(k), self._heads(v)
-
-    def forward(
-        self,
-        x: Tensor,
-        kv: Tensor,
-        mask: Tensor | None = None,
-        causal: bool = False,
-        cache_kv: tuple[Tensor, Tensor] | None = None,
-        past: tuple[Tensor, Tensor] | None = None,
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, T, C), kv (B, S, C) -> (Z (B, T, C), K, V (B, H, S', D)).
-
-        mask (B or 1, 1 or H, T, S') bool; causal: the usual lower-triangular mask (used only with
-        mask None; with a cache the T queries are the last T of the S' positions). cache_kv: the
-        cached cross-attention keys/values (B, H, S, D) to attend to instead of projecting kv.
-        past: self-attention's cached keys/values (B, H, S'-T, D), the new ones appended to them.
-        """
-        if kv is x and cache_kv is None:
-            q, k, v = self._project_self(x)  # (B, H, T, D) each
-            if past is not None:
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
-        else:
-            q = self._heads(self.q(x))  # (B, H, T, D)
-            if cache_kv is None:
-                k, v = self._heads(self.k(kv)), self._heads(self.v(kv))  # (B, H, S, D)
-            else:
-                k, v = cache_kv
-        out = self._attend(q, k, v, mask, causal)  # (B, H, T, D)
-        B, _, T, _ = out.shape
-        concat = _tap("concat", out.transpose(1, 2).reshape(B, T, self.H * self.D))  # (B, T, H*D)
-        return _tap("Z", self.o(concat)), k, v
-
-    def _attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, causal: bool):
-        T, S = q.shape[-2], k.shape[-2]
-        explicit = _watching() or self.explicit
-        if causal and T == 1 and mask is None and not explicit:
-            causal = False  # one query, the last position: it sees every key, nothing to mask
-        if causal and (mask is not None or T != S or explicit):
-            # Queries are the last T of S positions (S > T with a KV cache); combine with any
-            # padding mask. Otherwise SDPA's own is_causal path runs (its flash kernel).
-            tri = torch.ones(T, S, dtype=torch.bool, device=q.device).tril(S - T)
-            mask = tri if mask is None else mask & tri
-            causal = False
-        empty_rows = None
-        if mask is not None:
-            # A query row with nothing to attend to gives zeros: let it attend everywhere (finite
-            # softmax, finite gradients), then zero its output.
-            empty_rows = ~mask.any(-1, keepdim=True)  # (B|1, H|1, T, 1)
-            if bool(empty_rows.any()):
-                mask = mask | empty_rows
-            else:
-                empty_rows = None
-        p = self.dropout if self.training else 0.0
-        if explicit:
-            out = self._explicit(q, k, v, mask, p, empty_rows)
-        else:
-            out = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=mask, dropout_p=p, is_causal=causal and mask is None
-            )
-        if empty_rows is not None:
-            out = out.masked_fill(empty_rows, 0.0)
-        return out
-
-    def _explicit(self, q, k, v, mask, p, empty_rows):
-        """softmax(Q·Kᵀ / √D)·V written out, all heads at once; traced or intervened, head by head
-        under the reference engine's names, computing on with what each tap returns."""
-        if not _watching():
-            return self._softmax_v(q, k, v, mask, p, empty_rows)
-        full = [None if t is None else t.expand(len(q), self.H, -1, -1) for t in (mask, empty_rows)]
-        heads = []
-        for h in range(self.H):
-            with scope(f"head{h}"):
-                m, e = (None if t is None else t[:, h] for t in full)
-                heads.append(self._softmax_v(q[:, h], k[:, h], v[:, h], m, p, e, _tap))
-        return torch.stack(heads, dim=1)  # (B, H, T, D)
-
-    def _softmax_v(self, q, k, v, mask, p, empty_rows, tap_fn=lambda name, t: t):
-        """q (..., T, D), k and v (..., S, D): all heads (B, H, ...) or one head (B, ...)."""
-        q, k, v = tap_fn("Q", q), tap_fn("K", k), tap_fn("V", v)
-        scores = tap_fn("scores", q @ k.transpose(-2, -1))  # Ω (..., T, S)
-        scaled = tap_fn("scaled", scores / math.sqrt(self.D))
-        if mask is not None:
-            mask = tap_fn("mask", mask)
-            scaled = scaled.masked_fill(~mask, float("-inf"))
-        A = torch.softmax(scaled, dim=-1)  # (..., T, S)
-        if empty_rows is not None:
-            A = A.masked_fill(empty_rows, 0.0)
-        A = F.dropout(A, p) if p else A
-        return tap_fn("C", tap_fn("A", A) @ v)  # (..., T, D)
-
-
-class FeedForward(nn.Module):
-    """FFN(x) = act(x·W1 + b1)·W2 + b2."""
-
-    def __init__(self, cfg: Config, dropout: float = 0.0):
-        super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.d_ff, bias=cfg.bias)
-        self.w2 = nn.Linear(cfg.d_ff, cfg.d_model, bias=cfg.bias)
-        acts = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
-        self.act = nn.GELU("tanh") if cfg.activation == "gelu_tanh" else acts[cfg.activation]()
-        self.drop = nn.Dropout(dropout)
-
-    def forward(self, x: Tensor) -> Tensor:
-        hidden = _tap("hidden", self.act(self.w1(x)))  # (B, T, F)
-        return _tap("out", self.w2(self.drop(hidden)))  # (B, T, C)
+# -- blocks and stacks ------------------------------------------------------------------------
 
 
 class Block(nn.Module):
     """An encoder block (self-attention, FFN) or a decoder block (masked self-attention,
-    cross-attention on the encoder output, FFN); each sublayer wrapped in residual + LayerNorm,
-    post-LN LN(x + f(x)) or pre-LN x + f(LN(x))."""
+    cross-attention on the encoder output, FFN); each sublayer wrapped in residual + norm,
+    post-LN LN(x + f(x)) or pre-LN x + f(LN(x)), LN a LayerNorm or an RMSNorm. With d_ff 0 there
+    is no FFN (nor its norm): attention only. The norms are numbered by the sublayers there are."""
 
     def __init__(self, cfg: Config, cross: bool, dropout: float = 0.0):
         super().__init__()
         self.pre = cfg.norm == "pre"
+        self.norm_eq = norm_equation(cfg)
         self.self_attn = MultiHeadAttention(cfg, dropout)
-        self.norm1 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
+        self.norm1 = make_norm(cfg)
         self.cross_attn = MultiHeadAttention(cfg, dropout) if cross else None
-        self.norm2 = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cross else None
-        self.ffn = FeedForward(cfg, dropout)
-        ffn_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)  # registered after ffn (spec order)
+        self.norm2 = make_norm(cfg) if cross else None
+        self.ffn = FeedForward(cfg, dropout) if cfg.d_ff else None
+        ffn_norm = make_norm(cfg) if cfg.d_ff else None  # registered after ffn (spec order)
         self.norm2, self.norm3 = (self.norm2, ffn_norm) if cross else (ffn_norm, None)
         self.drop = nn.Dropout(dropout)
 
-    def _sublayer(self, k: int, x: Tensor, norm: nn.LayerNorm, name: str, f) -> Tensor:
+    def _sublayer(self, k: int, x: Tensor, norm: nn.Module, name: str, f) -> Tensor:
         """Sublayer k, f traced as `name`: pre-LN x + f(LN(x)), post-LN LN(x + f(x))."""
         if self.pre:
             with _scope(f"norm{k}"):
-                h = _tap("out", norm(x))
+                h = _tap("out", norm(x), self.norm_eq)
             with _scope(name):
                 z = f(h)
             return _tap(f"add{k}", x + self.drop(z))
@@ -290,7 +130,7 @@ class Block(nn.Module):
             z = f(x)
         y = _tap(f"add{k}", x + self.drop(z))
         with _scope(f"norm{k}"):
-            return _tap("out", norm(y))
+            return _tap("out", norm(y), self.norm_eq)
 
     def forward(
         self,
@@ -301,12 +141,15 @@ class Block(nn.Module):
         memory_mask: Tensor | None = None,
         cache: KVCache | None = None,
         layer: int = 0,
+        rope: tuple[Tensor, Tensor] | None = None,
     ) -> Tensor:
+        """x (B, T, C) -> (B, T, C). rope: self-attention's rotary (cos, sin) at x's positions."""
+
         def self_attn(h):
             past = None
             if cache is not None and cache.self_k[layer] is not None:
                 past = (cache.self_k[layer], cache.self_v[layer])
-            z, k, v = self.self_attn(h, h, mask, causal, past=past)
+            z, k, v = self.self_attn(h, h, mask, causal, past=past, rope=rope)
             if cache is not None:
                 cache.self_k[layer], cache.self_v[layer] = k, v
             return z
@@ -321,34 +164,40 @@ class Block(nn.Module):
             return z
 
         x = self._sublayer(1, x, self.norm1, "self_attn", self_attn)
-        if self.cross_attn is None:
-            return _tap("out", self._sublayer(2, x, self.norm2, "ffn", self.ffn))
-        x = self._sublayer(2, x, self.norm2, "cross_attn", cross_attn)
-        return _tap("out", self._sublayer(3, x, self.norm3, "ffn", self.ffn))
+        k, ffn_norm = 2, self.norm2
+        if self.cross_attn is not None:
+            x = self._sublayer(2, x, self.norm2, "cross_attn", cross_attn)
+            k, ffn_norm = 3, self.norm3
+        if self.ffn is not None:
+            x = self._sublayer(k, x, ffn_norm, "ffn", self.ffn)
+        return _tap("out", x)
 
 
 class Stack(nn.Module):
-    """Token embedding + positions, then n blocks, then (pre-LN) a final LayerNorm."""
+    """Token embedding + positions, then n blocks, then (pre-LN) a final norm. Rotary positions
+    add no table: each block's self-attention turns Q and K by them."""
 
     def __init__(
         self, cfg: Config, n_layers: int, cross: bool, dropout: float = 0.0, own_embed: bool = True
     ):
         super().__init__()
-        self.positions = cfg.positions
+        self.additive = cfg.positions not in ("none", "rotary")  # a table added to X
+        self.rope_dim, self.rope_theta = cfg.rope_dim, cfg.rope_theta
+        self.norm_eq = norm_equation(cfg)
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
         # tok_embed None: forward() is given the shared table (Config.share_embeddings)
         self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model) if own_embed else None
         learned = cfg.positions == "learned"
         self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model) if learned else None
-        if cfg.positions not in ("learned", "none"):
+        if self.additive and not learned:
             split = cfg.positions == "sinusoidal_split"
             pe = sinusoidal_table(cfg.max_len, cfg.d_model, split=split)
             self.register_buffer("pe", pe, persistent=False)
         types, norm = cfg.type_vocab_size, cfg.embed_norm  # BERT's token types, embedding norm
         self.type_embed = nn.Embedding(types, cfg.d_model) if types else None
-        self.embed_norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if norm else None
+        self.embed_norm = make_norm(cfg) if norm else None
         self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
-        self.norm = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps) if cfg.norm == "pre" else None
+        self.norm = make_norm(cfg) if cfg.norm == "pre" else None
         self.drop = nn.Dropout(dropout)
 
     def forward(
@@ -368,27 +217,30 @@ class Stack(nn.Module):
         T = ids.shape[1]
         X = (tok_embed or self.tok_embed)(ids)  # (B, T, C)
         x = X = _tap("X", X * self.scale if self.scale is not None else X)
-        if self.positions != "none":
-            table = self.pe if self.pos_embed is None else self.pos_embed.weight
-            P = table[start : start + T][None]  # (1, T, C)
+        rope = None
+        if self.additive or self.rope_dim:
+            positions = torch.arange(start, start + T, device=ids.device)[None]  # (1, T)
             if cache is not None and cache.pad_left is not None:  # left padding: each row's
-                cols = torch.arange(start, start + T, device=ids.device)  # positions from 0
-                P = table[(cols - cache.pad_left[:, None]).clamp(min=0)]  # (B, T, C)
-            x = x + _tap("P", P.to(X.dtype))  # (B, T, C)
+                positions = (positions - cache.pad_left[:, None]).clamp(min=0)  # from 0 (B, T)
+            if self.rope_dim:  # angles for every block's self-attention
+                rope = rotary_angles(positions, self.rope_dim, self.rope_theta, X.dtype)
+            else:
+                table = self.pe if self.pos_embed is None else self.pos_embed.weight
+                x = x + _tap("P", table[positions].to(X.dtype))  # (1 or B, T, C)
         if self.type_embed is not None:
             types = torch.zeros_like(ids) if types is None else types
             x = x + _tap("types", self.type_embed(types))  # (B, T, C)
         if self.embed_norm is not None:
             x = _tap("sum", x)
             with _scope("embed_norm"):
-                x = _tap("out", self.embed_norm(x))
+                x = _tap("out", self.embed_norm(x), self.norm_eq)
         x = self.drop(_tap("input", x))
         for i, block in enumerate(self.layers):
             with _scope(str(i)):
-                x = block(x, mask, causal, memory, memory_mask, cache, i)
+                x = block(x, mask, causal, memory, memory_mask, cache, i, rope)
         if self.norm is not None:
             with _scope("norm"):
-                x = _tap("out", self.norm(x))
+                x = _tap("out", self.norm(x), self.norm_eq)
         return _tap("output", x)
 
 
@@ -546,14 +398,15 @@ def inference_layout(model: Transformer) -> Transformer:
     quantize.int8's: one form or the other)."""
     with torch.no_grad():
         for block in (m for m in model.modules() if isinstance(m, Block)):
-            m = block.self_attn  # its Wq, Wk, Wv become views into one (C, 3*H*D) array
+            m = block.self_attn  # its Wq, Wk, Wv become views into one (C, H*D + 2*KV*D) array
             parts = (m.q, m.k, m.v)
-            m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, 3*H*D)
+            m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, H*D + 2*KV*D)
             m.qkv_b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
-            HD = m.H * m.D
-            for i, p in enumerate(parts):
-                view = m.qkv_t[:, i * HD : (i + 1) * HD].t()  # (H*D, C), shares storage
+            at = 0
+            for p, n in zip(parts, m.sizes, strict=True):
+                view = m.qkv_t[:, at : at + n].t()  # (n, C), shares storage
                 p.weight = nn.Parameter(view, requires_grad=p.weight.requires_grad)
+                at += n
         mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
         if model.cfg.tie_embeddings and model.decoder is not None:
             mats.append(model.decoder.tok_embed)  # row lookups in it get slower, by microseconds

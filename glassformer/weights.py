@@ -42,20 +42,36 @@ def _linear(name: str, n_out: int, n_in: int, bias: bool) -> dict[str, tuple[int
     return out
 
 
-def _norm(name: str, C: int) -> dict[str, tuple[int, ...]]:
+def _norm(name: str, cfg: Config) -> dict[str, tuple[int, ...]]:
+    """A LayerNorm's γ and β, or an RMSNorm's g alone (norm_kind)."""
+    C = cfg.d_model
+    if cfg.norm_kind == "rmsnorm":
+        return {f"{name}.weight": (C,)}
     return {f"{name}.weight": (C,), f"{name}.bias": (C,)}
 
 
 def _attention(name: str, cfg: Config) -> dict[str, tuple[int, ...]]:
-    C, HD = cfg.d_model, cfg.attn_dim
-    out = {}
-    for proj in ("q", "k", "v"):
-        out |= _linear(f"{name}.{proj}", HD, C, cfg.bias)
+    """Wq (H·D, C); Wk, Wv (KV·D, C): fewer rows with grouped-query attention; W_O (C, H·D)."""
+    C, HD, KVD = cfg.d_model, cfg.attn_dim, cfg.kv_dim
+    out = _linear(f"{name}.q", HD, C, cfg.has_qkv_bias)
+    out |= _linear(f"{name}.k", KVD, C, cfg.has_qkv_bias)
+    out |= _linear(f"{name}.v", KVD, C, cfg.has_qkv_bias)
     return out | _linear(f"{name}.o", C, HD, cfg.bias)
 
 
-def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tuple[int, ...]]:
+def _ffn(name: str, cfg: Config) -> dict[str, tuple[int, ...]]:
+    """W1 (F, C) and W2 (C, F); a gated FFN's W3 (F, C) after them; none with d_ff 0."""
     C, F = cfg.d_model, cfg.d_ff
+    if not F:
+        return {}
+    out = _linear(f"{name}.w1", F, C, cfg.bias) | _linear(f"{name}.w2", C, F, cfg.bias)
+    if cfg.ffn_kind == "gated":
+        out |= _linear(f"{name}.w3", F, C, cfg.bias)
+    return out
+
+
+def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tuple[int, ...]]:
+    C = cfg.d_model
     out = {}
     if not (stack == "encoder" and cfg.share_embeddings):  # shared: the decoder's is used
         out[f"{stack}.tok_embed.weight"] = (cfg.vocab_size, C)
@@ -64,18 +80,19 @@ def _stack(stack: str, n_layers: int, cfg: Config, cross: bool) -> dict[str, tup
     if cfg.type_vocab_size:
         out[f"{stack}.type_embed.weight"] = (cfg.type_vocab_size, C)
     if cfg.embed_norm:
-        out |= _norm(f"{stack}.embed_norm", C)
+        out |= _norm(f"{stack}.embed_norm", cfg)
     for i in range(n_layers):
         p = f"{stack}.layers.{i}"
-        out |= _attention(f"{p}.self_attn", cfg) | _norm(f"{p}.norm1", C)
-        sublayers = ["self_attn"]
+        # the norms are numbered by the sublayers there are: self_attn, [cross_attn,] [ffn]
+        out |= _attention(f"{p}.self_attn", cfg) | _norm(f"{p}.norm1", cfg)
+        k = 1
         if cross:
-            out |= _attention(f"{p}.cross_attn", cfg) | _norm(f"{p}.norm2", C)
-            sublayers.append("cross_attn")
-        out |= _linear(f"{p}.ffn.w1", F, C, cfg.bias) | _linear(f"{p}.ffn.w2", C, F, cfg.bias)
-        out |= _norm(f"{p}.norm{len(sublayers) + 1}", C)
+            out |= _attention(f"{p}.cross_attn", cfg) | _norm(f"{p}.norm2", cfg)
+            k = 2
+        if cfg.d_ff:
+            out |= _ffn(f"{p}.ffn", cfg) | _norm(f"{p}.norm{k + 1}", cfg)
     if cfg.norm == "pre":
-        out |= _norm(f"{stack}.norm", C)
+        out |= _norm(f"{stack}.norm", cfg)
     return out
 
 
@@ -110,21 +127,28 @@ def _tables(cfg: Config) -> int:
 
 def memory_bytes(cfg: Config, itemsize: int = 8) -> int:
     """Bytes that the weights of `cfg` take as float64 (itemsize 8), plus the sinusoidal table the
-    PyTorch engine keeps: the sizes of spec(cfg) in closed form, so that nothing is built or
-    allocated, however large the config."""
-    C, HD, F, V, L = cfg.d_model, cfg.attn_dim, cfg.d_ff, cfg.vocab_size, cfg.max_len
-    attn = 4 * C * HD + (3 * HD + C if cfg.bias else 0)
-    ffn = 2 * C * F + (F + C if cfg.bias else 0)
-    positions = L * C if cfg.positions != "none" else 0  # a learned table or a sinusoid buffer
-    stack = positions + cfg.type_vocab_size * C + (2 * C if cfg.embed_norm else 0)
-    stack += 2 * C if cfg.norm == "pre" else 0
+    PyTorch engine keeps (rotary positions keep none): the sizes of spec(cfg) in closed form, so
+    that nothing is built or allocated, however large the config."""
+    C, HD, KVD, F = cfg.d_model, cfg.attn_dim, cfg.kv_dim, cfg.d_ff
+    V, L = cfg.vocab_size, cfg.max_len
+    norm = C if cfg.norm_kind == "rmsnorm" else 2 * C  # g; or γ and β
+    # an attention sublayer and its norm: Wq, W_O (C x H·D); Wk, Wv (C x KV·D)
+    attn = 2 * C * HD + 2 * C * KVD + (HD + 2 * KVD if cfg.has_qkv_bias else 0)
+    attn += (C if cfg.bias else 0) + norm
+    # the FFN sublayer and its norm, if any: W1, W2 (and a gated FFN's W3), C x F each
+    n_in = 2 if cfg.ffn_kind == "gated" else 1  # matrices C -> F
+    ffn = (n_in + 1) * C * F + (n_in * F + C if cfg.bias else 0) + norm if F else 0
+    # a learned table or a sinusoid buffer; rotary positions keep no table
+    positions = L * C if cfg.positions not in ("none", "rotary") else 0
+    stack = positions + cfg.type_vocab_size * C + (norm if cfg.embed_norm else 0)
+    stack += norm if cfg.norm == "pre" else 0
     total = 0
     if cfg.has_encoder:
         own_embed = 0 if cfg.share_embeddings else V * C
-        total += own_embed + stack + cfg.n_encoder_layers * (attn + ffn + 4 * C)
+        total += own_embed + stack + cfg.n_encoder_layers * (attn + ffn)
     if cfg.has_decoder:
-        cross = attn + 2 * C if cfg.arch == "encoder-decoder" else 0
-        total += V * C + stack + cfg.n_decoder_layers * (attn + cross + ffn + 4 * C)
+        cross = attn if cfg.arch == "encoder-decoder" else 0
+        total += V * C + stack + cfg.n_decoder_layers * (attn + cross + ffn)
         total += (0 if cfg.tie_embeddings else V * C) + (V if cfg.lm_bias else 0)
     if cfg.arch == "encoder" and cfg.n_classes:
         total += cfg.n_classes * C + (cfg.n_classes if cfg.bias else 0)
@@ -169,8 +193,9 @@ def init_rule(
     embed_std: float = 0.0,
 ) -> tuple[str, float]:
     """How the tensor `name` (of `shape`) of a new model is drawn: the one rule of both engines'
-    initialisations. ("fill", 1.0) for a LayerNorm's gamma, ("fill", 0.0) for its beta and every
-    bias; a matrix ("normal", σ) for N(0, σ²) or ("uniform", b) for U(-b, b), by `scheme`:
+    initialisations. ("fill", 1.0) for a LayerNorm's gamma (an RMSNorm's g), ("fill", 0.0) for
+    its beta and every bias; a matrix ("normal", σ) for N(0, σ²) or ("uniform", b) for U(-b, b),
+    by `scheme`:
       - "normal": N(0, std²);
       - "gpt2": N(0, 0.02²), N(0, (0.02/√(2L))²) for the projections that write into the residual
         stream (W_O, W2), L the number of layers;
@@ -178,6 +203,7 @@ def init_rule(
         counted as one fused (3·H·D, C) matrix as nn.MultiheadAttention stores them; token
         embeddings N(0, 1/C), which √C embed scaling brings to unit variance; the rest (positions,
         token types, an untied lm_head) as "gpt2".
+    A gated FFN's W3 is drawn as W1 is; grouped-query attention's fused width is H·D + 2·KV·D.
     embed_std > 0: the token embeddings' std, whatever the scheme."""
     if scheme not in get_args(InitScheme):
         raise InputError(f"unknown init {scheme!r}; use one of {', '.join(get_args(InitScheme))}")
@@ -192,7 +218,7 @@ def init_rule(
     if scheme == "xavier" and "embed" not in name and name != "lm_head.weight":
         fan_out, fan_in = shape
         if name.endswith(("q.weight", "k.weight", "v.weight")):
-            fan_out *= 3
+            fan_out = cfg.attn_dim + 2 * cfg.kv_dim  # the fused [Wq; Wk; Wv]
         return "uniform", math.sqrt(6.0 / (fan_in + fan_out))
     n_layers = max(cfg.n_encoder_layers + cfg.n_decoder_layers, 1)
     residual = name.endswith(("o.weight", "w2.weight"))

@@ -183,7 +183,6 @@ def test_ln_eps_wrong_type(value):
         ("n_heads", -1),
         ("head_dim", 0),
         ("head_dim", -2),
-        ("d_ff", 0),
         ("d_ff", -5),
         ("max_len", 0),
         ("max_len", -1),
@@ -435,3 +434,95 @@ def test_override_rederives_fields_that_followed_the_changed_ones():
     enc = preset("tiny").override("arch=encoder", "n_classes=3")
     assert (enc.n_encoder_layers, enc.n_decoder_layers, enc.n_classes) == (2, 0, 3)
     assert preset("encoder-classifier").override("arch=decoder").n_classes == 0
+
+
+# -- today's decoders' options (Llama, Qwen2, Mistral): rotary, RMSNorm, gated FFN, GQA ----------
+
+
+def test_modern_options_default_to_the_classic_model():
+    cfg = Config()
+    assert (cfg.norm_kind, cfg.ffn_kind, cfg.n_kv_heads, cfg.qkv_bias) == (
+        "layernorm", "plain", None, None)  # fmt: skip
+    assert (cfg.kv_heads, cfg.kv_dim, cfg.has_qkv_bias, cfg.rope_dim) == (4, 64, True, 0)
+    assert cfg.modern_options() == []
+    assert Config(bias=False).has_qkv_bias is False
+    assert Config(bias=False, qkv_bias=True).has_qkv_bias is True  # Qwen2
+
+
+def test_old_config_json_without_the_new_fields_loads_with_the_defaults():
+    data = preset("tiny").to_dict()
+    for name in ("rope_theta", "rope_fraction", "norm_kind", "ffn_kind", "n_kv_heads", "qkv_bias"):
+        del data[name]
+    assert Config.from_dict(data) == preset("tiny")
+
+
+def test_modern_fields_round_trip_through_json():
+    cfg = Config(positions="rotary", rope_theta=5e5, rope_fraction=0.5, norm_kind="rmsnorm",
+                 ffn_kind="gated", activation="silu", n_heads=4, n_kv_heads=2, head_dim=16,
+                 qkv_bias=True, bias=False, d_ff=32)  # fmt: skip
+    back = Config.from_json(cfg.to_json())
+    assert back == cfg and back.to_dict() == cfg.to_dict()
+    assert cfg.rope_dim == 8 and cfg.kv_dim == 32
+    assert set(cfg.modern_options()) == {
+        "positions='rotary'",
+        "norm_kind='rmsnorm'",
+        "ffn_kind='gated'",
+        "n_kv_heads=2",
+        "qkv_bias=True",
+    }
+
+
+def test_override_parses_the_new_fields():
+    new = ("positions=rotary", "rope_theta=1e6", "norm_kind=rmsnorm", "ffn_kind=gated")
+    cfg = Config().override(*new, "n_kv_heads=2", "qkv_bias=none")
+    assert (cfg.rope_theta, cfg.n_kv_heads, cfg.qkv_bias, cfg.ffn_kind) == (1e6, 2, None, "gated")
+    assert Config().override("d_ff=0").d_ff == 0
+    # leaving rotary positions resets their settings (unless set in the same override)
+    back = cfg.override("rope_fraction=0.5").override("positions=learned")
+    assert (back.positions, back.rope_theta, back.rope_fraction) == ("learned", 10000.0, 1.0)
+    with pytest.raises(ConfigError, match="rope_theta"):
+        cfg.override("positions=learned", "rope_theta=5e5")
+    assert cfg.override("qkv_bias=true").qkv_bias is True
+    # n_kv_heads None follows n_heads; a value set stays, and is checked against the new n_heads
+    assert Config(n_heads=4).override("n_heads=8").kv_heads == 8
+    with pytest.raises(ConfigError, match="n_kv_heads"):
+        Config(n_heads=4, n_kv_heads=4).override("n_heads=2", "head_dim=32")
+
+
+def test_attention_only_is_d_ff_zero():
+    cfg = Config(d_ff=0)
+    assert cfg.d_ff == 0 and cfg.modern_options() == ["d_ff=0"]
+    assert not any(".ffn." in n for n in weights.spec(cfg))
+
+
+@pytest.mark.parametrize(
+    "kwargs,field,needle",
+    [
+        ({"n_heads": 4, "n_kv_heads": 3}, "n_kv_heads", "divisor"),
+        ({"n_heads": 4, "n_kv_heads": 0}, "n_kv_heads", ">= 1"),
+        ({"n_heads": 4, "n_kv_heads": 8}, "n_kv_heads", "divisible"),
+        ({"n_kv_heads": 2.0}, "n_kv_heads", "integer"),
+        ({"qkv_bias": 1}, "qkv_bias", "true or false"),
+        ({"norm_kind": "rms"}, "norm_kind", "'rmsnorm'"),
+        ({"ffn_kind": "swiglu"}, "ffn_kind", "'gated'"),
+        ({"d_ff": -1}, "d_ff", ">= 0"),
+        ({"d_ff": 0, "ffn_kind": "gated"}, "ffn_kind", "d_ff"),
+        ({"positions": "rotary", "rope_theta": 0.0}, "rope_theta", "> 0"),
+        ({"positions": "rotary", "rope_theta": float("inf")}, "rope_theta", "finite"),
+        ({"positions": "rotary", "rope_fraction": 0.0}, "rope_fraction", "(0, 1]"),
+        ({"positions": "rotary", "rope_fraction": 1.5}, "rope_fraction", "(0, 1]"),
+        ({"positions": "rotary", "head_dim": 5}, "rope_fraction", "even"),
+        ({"positions": "rotary", "head_dim": 8, "rope_fraction": 0.1}, "rope_fraction", "even"),
+        ({"positions": "learned", "rope_theta": 5e5}, "rope_theta", "positions='rotary'"),
+        ({"rope_fraction": 0.5}, "rope_fraction", "positions='rotary'"),
+    ],
+)
+def test_modern_options_are_validated(kwargs, field, needle):
+    msg = _raises_naming(field, **kwargs)
+    assert needle in msg, msg
+
+
+def test_partial_rotary_counts_dimensions_as_hugging_face_does():
+    """rope_dim = int(head_dim · rope_fraction): Phi-2's 80 × 0.4 = 32, GPT-NeoX's 0.25."""
+    assert Config(positions="rotary", d_model=80, n_heads=1, rope_fraction=0.4).rope_dim == 32
+    assert Config(positions="rotary", n_heads=2, rope_fraction=0.25).rope_dim == 8

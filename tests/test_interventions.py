@@ -177,12 +177,13 @@ def ready_made(cfg):
         "mean head": I.ablate_head(0, 1, how="mean", stack=stack),
         "head at positions": I.ablate_head(1, 1, stack=stack, positions=[0, 2]),
         "zero attention": I.ablate_attention(0, stack=stack),
-        "mean ffn": I.ablate_ffn(1, how="mean", stack=stack),
         "zero positions": I.ablate_position(1, [1, 3], stack=stack),
         "mean position": I.ablate_position(2, 4, how="mean", stack=stack),
         "scale attention": I.scale_attention(0, 1, 0.5, stack=stack),
         "set embedding": I.set_embedding(2, vector, stack=stack),
     }
+    if cfg.d_ff:  # an attention-only model has no FFN to ablate
+        out["mean ffn"] = I.ablate_ffn(1, how="mean", stack=stack)
     if cfg.arch == "encoder-decoder":
         out["cross head"] = I.ablate_head(1, 1, kind="cross_attn")
         out["encoder head"] = I.ablate_head(0, 0, stack="encoder")

@@ -59,6 +59,8 @@ def test_the_parser_sees_the_package():
 def test_the_engines_never_import_each_other():
     assert "glassformer.torch_model" not in imports("glassformer.reference")
     assert "glassformer.reference" not in imports("glassformer.torch_model")
+    assert "glassformer.reference" not in imports("glassformer.torch_layers")
+    assert "glassformer.torch_layers" not in imports("glassformer.reference")
 
 
 def test_the_trace_imports_nothing_from_explain():

@@ -50,18 +50,40 @@ VARIANTS = [
     ("embed_norm", False),
     ("logits_bias", True),
     ("logits_bias", False),
+    ("norm_kind", "layernorm"),
+    ("norm_kind", "rmsnorm"),
+    ("ffn_kind", "plain"),
+    ("ffn_kind", "gated"),
+    ("n_kv_heads", 1),  # multi-query attention: both query heads share one K/V head
+    ("qkv_bias", False),  # with bias=True: Q, K, V without, W_O and the FFN with
+    ("d_ff", 0),  # attention only
 ]
+# Today's decoders (Llama, Qwen2, Mistral, SmolLM): several options at once, each arch. Rotary
+# positions need an even number of rotated dimensions (BASE's head_dim 5 has none).
+LLAMA = dict(positions="rotary", norm="pre", norm_kind="rmsnorm", ffn_kind="gated",
+             activation="silu", bias=False, tie_embeddings=False)  # fmt: skip
+COMBOS = {
+    "rotary": dict(positions="rotary", head_dim=6),
+    "rotary-partial": dict(positions="rotary", head_dim=8, rope_fraction=0.5, rope_theta=500.0),
+    "llama-gqa2": LLAMA | dict(n_heads=4, n_kv_heads=2, head_dim=4),
+    "llama-gqa4": LLAMA | dict(n_heads=8, n_kv_heads=2, head_dim=2, embed_norm=True),
+    "qwen2": LLAMA | dict(n_heads=4, n_kv_heads=2, head_dim=4, qkv_bias=True, rope_theta=1e6),
+    "mqa-rotary-post": dict(positions="rotary", n_heads=4, n_kv_heads=1, head_dim=4),
+    "attention-only-pre": dict(d_ff=0, norm="pre", positions="rotary", head_dim=4),
+    "attention-only-post": dict(d_ff=0, norm="post", norm_kind="rmsnorm"),
+}
 
 
 def _cases():
     out = []
     for arch in ARCH_BASE:
-        for field, value in VARIANTS:
+        changes = [({f: v}, f"{f}={v}") for f, v in VARIANTS] + [(c, k) for k, c in COMBOS.items()]
+        for change, name in changes:
             try:
-                cfg = Config(**(BASE | ARCH_BASE[arch] | {field: value}))
+                cfg = Config(**(BASE | ARCH_BASE[arch] | change))
             except ConfigError:
                 continue  # e.g. tie_embeddings on an encoder
-            out.append(pytest.param(cfg, id=f"{arch}-{field}={value}"))
+            out.append(pytest.param(cfg, id=f"{arch}-{name}"))
     return out
 
 
@@ -81,7 +103,20 @@ def test_every_option_value_is_exercised():
             assert seen[name] == set(typing.get_args(hint)), name
         elif hint is bool:
             assert seen[name] == {True, False}, name
-    assert any(c.values[0].head_dim * c.values[0].n_heads != c.values[0].d_model for c in CASES)
+        elif hint == bool | None:
+            assert seen[name] == {True, False, None}, name
+    cfgs = [c.values[0] for c in CASES]
+    assert any(c.head_dim * c.n_heads != c.d_model for c in cfgs)
+    for arch in ARCH_BASE:  # each new option, in each arch
+        mine = [c for c in cfgs if c.arch == arch]
+        assert {c.n_heads // c.kv_heads for c in mine} >= {1, 2, 4}, arch  # MHA, GQA 2, 4
+        assert any(c.kv_heads == 1 < c.n_heads for c in mine), arch  # MQA
+        assert any(c.d_ff == 0 and c.norm == n for c in mine for n in ("pre", "post")), arch
+        assert any(0 < c.rope_dim < c.head_dim for c in mine), arch  # partial rotary
+        assert any(c.rope_theta != 10000.0 for c in mine), arch
+        assert any(c.has_qkv_bias and not c.bias for c in mine), arch  # Qwen2
+        assert any(c.rope_dim and c.kv_heads < c.n_heads for c in mine), arch
+    assert any(c.has_decoder and not c.tie_embeddings and not c.lm_bias for c in cfgs)
 
 
 def _inputs(cfg, rng):
@@ -119,11 +154,11 @@ def test_logits_and_every_traced_matrix_agree(cfg):
     with tracing() as tor:
         _run_torch(model, cfg, ids, src)
     shared = [n for n in ref.names() if n in tor]
-    # Every matrix except the LayerNorm internals the fused torch op does not expose.
+    # Every matrix except the LayerNorm (RMSNorm) internals the torch norms do not expose.
     missing = [
         n
         for n in ref.names()
-        if n not in tor and n.rsplit(".", 1)[-1] not in ("mean", "std", "normalized")
+        if n not in tor and n.rsplit(".", 1)[-1] not in ("mean", "std", "normalized", "rms")
     ]
     assert not missing, missing[:5]
     assert len(shared) > 20
@@ -171,14 +206,18 @@ def _pad(seqs, pad=0):
     return ids, valid
 
 
-@pytest.mark.parametrize("norm", ["post", "pre"])
-def test_batched_with_padding_equals_one_at_a_time(norm):
+@pytest.mark.parametrize(
+    "changes",
+    [{"norm": "post"}, {"norm": "pre"}, COMBOS["llama-gqa2"], COMBOS["attention-only-post"]],
+    ids=["post", "pre", "llama-gqa2", "attention-only"],
+)
+def test_batched_with_padding_equals_one_at_a_time(changes):
     rng = np.random.default_rng(3)
     lengths = [6, 3, 1, 4]
     seqs = [rng.integers(1, 13, size=n).tolist() for n in lengths]
     srcs = [rng.integers(1, 13, size=n).tolist() for n in (2, 5, 3, 4)]
     for arch in ARCH_BASE:
-        cfg = Config(**(BASE | ARCH_BASE[arch] | {"norm": norm}))
+        cfg = Config(**(BASE | ARCH_BASE[arch] | changes))
         p = weights.init(cfg, seed=4, std=0.4)
         model = from_params(cfg, p)
         ids, valid = _pad(seqs)

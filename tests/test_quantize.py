@@ -51,6 +51,14 @@ CONFIGS = {
         logits_bias=True,
         positions="sinusoidal",
     ),
+    "decoder, Llama-like: rotary, RMSNorm, SwiGLU, 2 K/V heads, untied, no bias": small(
+        positions="rotary",
+        norm_kind="rmsnorm",
+        ffn_kind="gated",
+        activation="silu",
+        n_kv_heads=2,
+        bias=False,
+    ),
 }
 
 
@@ -83,15 +91,16 @@ def test_int8_logits_are_close_to_float32(name):
 
 def test_the_forms_set_only_what_the_model_declares():
     """int8 and the inference layout attach nothing from outside: every module of the model file
-    (Transformer, Stack, Block, attention, FFN) has the same attribute names before and after,
-    each form filling slots its __init__ declared (`output_head`, `qkv_t`, the linear layers)."""
+    and of its layers' (Transformer, Stack, Block, attention, FFN, norms) has the same attribute
+    names before and after, each form filling slots its __init__ declared (`output_head`,
+    `qkv_t`, the linear layers)."""
     from glassformer.torch_model import inference_layout
 
     def names(model):
         return {
             path: set(vars(m)) | set(m._modules) | set(m._parameters) | set(m._buffers)
             for path, m in model.named_modules()
-            if type(m).__module__ == "glassformer.torch_model"
+            if type(m).__module__ in ("glassformer.torch_model", "glassformer.torch_layers")
         }
 
     for cfg in CONFIGS.values():

@@ -338,18 +338,18 @@ def test_kv_cache_copy_grows_apart_and_shares_the_tensors():
 
 
 def test_the_engine_finds_no_mode_by_name():
-    """DESIGN rule 10: torch_model.py declares its forms and optional parts; it finds none with
-    hasattr, getattr or setattr, and every form's slot is declared on a fresh model."""
+    """DESIGN rule 10: torch_model.py (and its layers, torch_layers.py) declares its forms and
+    optional parts; it finds none with hasattr, getattr or setattr, and every form's slot is
+    declared on a fresh model."""
     import ast
     import inspect
 
-    from glassformer import torch_model
+    from glassformer import torch_layers, torch_model
 
-    tree = ast.parse(inspect.getsource(torch_model))
-    code = tree.body
     found = [
-        (node.lineno, node.func.id)
-        for top in code
+        (module.__name__, node.lineno, node.func.id)
+        for module in (torch_model, torch_layers)
+        for top in ast.parse(inspect.getsource(module)).body
         for node in ast.walk(top)
         if isinstance(node, ast.Call)
         and isinstance(node.func, ast.Name)

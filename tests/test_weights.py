@@ -156,7 +156,65 @@ ENCODER_NO_HEAD_NOBIAS = [
     *_ln("encoder.layers.0.norm2"),
 ]
 
+# Today's decoders: Q (H·D = 8) and 1 K/V head (D = 4) with their own biases (Qwen2), RMSNorm's
+# weight only, the gated FFN's W3 after W2, an untied head without bias.
+LLAMA_LIKE = [
+    ("decoder.tok_embed.weight", (V, C)),
+    ("decoder.layers.0.self_attn.q.weight", (8, C)),
+    ("decoder.layers.0.self_attn.q.bias", (8,)),
+    ("decoder.layers.0.self_attn.k.weight", (4, C)),
+    ("decoder.layers.0.self_attn.k.bias", (4,)),
+    ("decoder.layers.0.self_attn.v.weight", (4, C)),
+    ("decoder.layers.0.self_attn.v.bias", (4,)),
+    ("decoder.layers.0.self_attn.o.weight", (C, 8)),
+    ("decoder.layers.0.norm1.weight", (C,)),
+    ("decoder.layers.0.ffn.w1.weight", (F, C)),
+    ("decoder.layers.0.ffn.w2.weight", (C, F)),
+    ("decoder.layers.0.ffn.w3.weight", (F, C)),
+    ("decoder.layers.0.norm2.weight", (C,)),
+    ("decoder.norm.weight", (C,)),
+    ("lm_head.weight", (V, C)),
+]
+
+# Attention only (d_ff 0): no FFN and no norm for it; cross-attention's norm is still norm2.
+ENCDEC_ATTENTION_ONLY = [
+    ("encoder.tok_embed.weight", (V, C)),
+    *_attn("encoder.layers.0.self_attn", bias=False),
+    *_ln("encoder.layers.0.norm1"),
+    ("decoder.tok_embed.weight", (V, C)),
+    *_attn("decoder.layers.0.self_attn", bias=False),
+    *_ln("decoder.layers.0.norm1"),
+    *_attn("decoder.layers.0.cross_attn", bias=False),
+    *_ln("decoder.layers.0.norm2"),
+]
+
 SPEC_CASES = {
+    "decoder-llama-like": (
+        Config(
+            arch="decoder",
+            **(SIZES | dict(head_dim=4)),
+            n_decoder_layers=1,
+            n_kv_heads=1,
+            positions="rotary",
+            norm="pre",
+            norm_kind="rmsnorm",
+            ffn_kind="gated",
+            bias=False,
+            qkv_bias=True,
+        ),
+        LLAMA_LIKE,
+    ),
+    "encdec-attention-only": (
+        Config(
+            arch="encoder-decoder",
+            **(SIZES | dict(d_ff=0)),
+            n_encoder_layers=1,
+            n_decoder_layers=1,
+            bias=False,
+            tie_embeddings=True,
+        ),
+        ENCDEC_ATTENTION_ONLY,
+    ),
     "decoder-learned-pre-bias-untied": (
         _cfg("decoder", positions="learned", norm="pre", bias=True, tie_embeddings=False),
         DECODER_LEARNED_PRE_BIAS_UNTIED,
@@ -579,6 +637,30 @@ def test_config_invalid_field_value(saved, field, value):
     data[field] = value
     (path / "config.json").write_text(json.dumps(data))
     _refused(path, "config.json", field)
+
+
+def test_a_config_json_from_before_the_modern_options_loads_with_their_defaults(saved):
+    """A checkpoint written before rotary, RMSNorm, gated FFN, n_kv_heads and qkv_bias existed
+    has none of those fields: it loads as the model it was (the defaults are the classic one)."""
+    path, params = saved
+    data = json.loads((path / "config.json").read_text())
+    new = ("rope_theta", "rope_fraction", "norm_kind", "ffn_kind", "n_kv_heads", "qkv_bias")
+    (path / "config.json").write_text(json.dumps({k: v for k, v in data.items() if k not in new}))
+    cfg, back, _ = weights.load(path)
+    assert cfg == CKPT_CFG and all(np.array_equal(back[n], params[n]) for n in params)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("n_kv_heads", 1), ("norm_kind", "rmsnorm"), ("ffn_kind", "gated"), ("qkv_bias", False)],
+)
+def test_weights_of_a_classic_model_are_refused_for_a_modern_config(saved, field, value):
+    """The same tensors under a config.json that says K/V heads are shared, norms have no bias,
+    the FFN has a W3 or Q/K/V no bias: the first tensor that does not fit is named."""
+    path, _ = saved
+    data = json.loads((path / "config.json").read_text()) | {field: value}
+    (path / "config.json").write_text(json.dumps(data))
+    _refused(path, "model.safetensors", "tensor")
 
 
 def test_config_unknown_field(saved):

@@ -36,9 +36,15 @@ TESTS: dict[str, list[str]] = {
         "test_golden_raschka.py",
         "test_raschka_modules.py",
         "test_parity.py",
+        "test_modern_options.py",
         "test_decode_oracles.py::test_reference_softmax_rows_and_columns_at_extremes",
     ],
-    "torch_model": ["test_parity.py", "test_torch_model.py", "test_minilm.py"],
+    "torch_model": [
+        "test_parity.py",
+        "test_modern_options.py",
+        "test_torch_model.py",
+        "test_minilm.py",
+    ],
     "train": [
         "test_train_oracle.py",
         "test_faults.py::test_a_signal_keeps_the_work_and_resume_equals_an_uninterrupted_run"
@@ -61,6 +67,7 @@ TESTS: dict[str, list[str]] = {
 }
 
 REF, TM, TR, TA = (f"glassformer/{f}.py" for f in ("reference", "torch_model", "train", "tasks"))
+TL = "glassformer/torch_layers.py"
 DEC, Q, FILES, HFD = (f"glassformer/{f}.py" for f in ("decoding", "quantize", "files", "hf_dir"))
 BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
 
@@ -83,19 +90,31 @@ MUTATIONS: list[Mutation] = [
       REF, "X * math.sqrt(cfg.d_model) if cfg.embed_scale", "X * math.sqrt(cfg.head_dim) if cfg.embed_scale"),
     m("ref-pe-sin-cos-swapped", "reference", "sinusoidal positions: cos on even dims, sin on odd",
       REF, "P[:, 0::2] = sin\n    P[:, 1::2] = cos", "P[:, 0::2] = cos\n    P[:, 1::2] = sin"),
+    m("ref-rope-sign", "reference", "rotary positions turn the wrong way",
+      REF, "[x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], axis=-1",
+      "[x1 * cos + x2 * sin, x2 * cos - x1 * sin, rest], axis=-1"),
+    m("ref-rmsnorm-eps-outside", "reference", "RMSNorm adds eps outside the square root",
+      REF, "np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)",
+      "np.sqrt((x * x).mean(axis=-1, keepdims=True)) + eps"),
     m("ref-pool-counts-padding", "reference", "classify's mean pooling divides by padded length",
       REF, "/ max(int(keep.sum()), 1))", "/ max(int(keep.size), 1))"),
     # -- torch_model.py: the batched engine --------------------------------------------------------
     m("torch-sdpa-scale-d-model", "torch_model", "SDPA path scaled by sqrt(d_model)",
-      TM, "dropout_p=p, is_causal=causal and mask is None",
+      TL, "dropout_p=p, is_causal=causal and mask is None",
       "dropout_p=p, is_causal=causal and mask is None, scale=1 / math.sqrt(self.H * self.D)",
       issue=True),
     m("torch-explicit-scale-d-model", "torch_model", "explicit path scaled by sqrt(d_model)",
-      TM, "scores / math.sqrt(self.D))", "scores / math.sqrt(self.H * self.D))", issue=True),
+      TL, "scores / math.sqrt(self.D))", "scores / math.sqrt(self.H * self.D))", issue=True),
     m("torch-cache-causal-offset", "torch_model", "with a KV cache the causal mask ignores the offset",
-      TM, ".tril(S - T)", ".tril(0)"),
+      TL, ".tril(S - T)", ".tril(0)"),
     m("torch-empty-rows-kept", "torch_model", "a query with no key to attend to is not zeroed",
-      TM, "out = out.masked_fill(empty_rows, 0.0)", "out = out"),
+      TL, "out = out.masked_fill(empty_rows, 0.0)", "out = out"),
+    m("torch-gqa-repeat", "torch_model", "grouped K/V heads repeated in the wrong order",
+      TL, "k, v = k.repeat_interleave(G, dim=1), v.repeat_interleave(G, dim=1)",
+      "k, v = k.repeat(1, G, 1, 1), v.repeat(1, G, 1, 1)"),
+    m("torch-rope-cache-offset", "torch_model", "rotary angles forget the KV cache's offset",
+      TM, "positions = torch.arange(start, start + T, device=ids.device)[None]  # (1, T)",
+      "positions = torch.arange(0, T, device=ids.device)[None]  # (1, T)"),
     m("torch-pre-ln-no-residual", "torch_model", "pre-LN sublayer without its residual",
       TM, 'return _tap(f"add{k}", x + self.drop(z))', 'return _tap(f"add{k}", self.drop(z))'),
     m("torch-embedding-pools-padding", "torch_model", "sentence embeddings average over padding",
@@ -118,7 +137,7 @@ MUTATIONS: list[Mutation] = [
     m("train-first-signal-ignored", "train", "the first SIGINT / SIGTERM is ignored",
       TR, "        self.received = signum\n", "        pass\n"),
     m("train-xavier-qkv-fan", "train", "xavier init counts Q, K, V apart (not fused 3x)",
-      W, "fan_out *= 3", "fan_out *= 1"),
+      W, "fan_out = cfg.attn_dim + 2 * cfg.kv_dim", "fan_out = fan_out"),
     # -- tasks.py: the losses ----------------------------------------------------------------------
     m("tasks-translate-no-smoothing", "tasks", "translate loss ignores its label smoothing",
       TA, "ignore_index=-100,\n            label_smoothing=label_smoothing,",
