@@ -68,7 +68,7 @@ def resolve(name_or_path: str | Path) -> Path:
     return path
 
 
-def repeated_segments(n_chars: int = 300_000, seed: int = 0, lengths=(6, 30), gaps=(0, 16)) -> str:
+def repeated_segments(n_chars: int = 300_000, seed: int = 0, lengths=(4, 12), gaps=(0, 16)) -> str:
     """The generated corpus "repeats": random segments of letters and digits, each written twice
     with random letters between the copies ("q3XzK7 b9 q3XzK7 ..." without the spaces), segment
     lengths uniform in `lengths`, gaps in `gaps`, `seed` fixed. The second copy of a segment is
