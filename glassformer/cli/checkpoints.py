@@ -295,14 +295,17 @@ def cmd_import_hf(args) -> int:
     not_onto_itself(args.hf_dir, args.out)
     output_folder(args.out, args.overwrite)
     imp = hf_dir.load(args.hf_dir)
+    return _write_import(args, imp, f"{imp.family} from {args.hf_dir}")
+
+
+def _write_import(args, imp, what: str) -> int:
+    """Save an import (import-hf, import-nanogpt) to --out and say what it took and left out."""
     weights.save(
         args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype,
         overwrite=args.overwrite,
     )  # fmt: skip
-    print(
-        f"imported {imp.family} from {args.hf_dir}: {imp.cfg.arch}, "
-        f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
-    )
+    n = weights.n_params(imp.cfg)
+    print(f"imported {what}: {imp.cfg.arch}, {n:,} parameters -> {args.out}")
     for name, reason in imp.skipped.items():
         print(f"  left out {name}: {reason}")
     for line in imp.notes:
@@ -320,19 +323,7 @@ def cmd_import_nanogpt(args) -> int:
     imp = nanogpt.load(
         args.ckpt, meta=args.meta, vocab_from=args.vocab_from, tokenizer=args.tokenizer
     )
-    weights.save(
-        args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype,
-        overwrite=args.overwrite,
-    )  # fmt: skip
-    print(
-        f"imported nanoGPT from {imp.source}: {imp.cfg.arch}, "
-        f"{weights.n_params(imp.cfg):,} parameters -> {args.out}"
-    )
-    for name, reason in imp.skipped.items():
-        print(f"  left out {name}: {reason}")
-    for line in imp.notes:
-        print(f"  {line}")
-    return 0
+    return _write_import(args, imp, f"nanoGPT from {imp.source}")
 
 
 @writes_out
