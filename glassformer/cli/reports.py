@@ -31,8 +31,9 @@ def add_parsers(sub) -> None:
     )
     w.add_argument(
         "name",
-        choices=["hello-world", "self-attention"],
-        help="hello-world: The Random Transformer; self-attention: Raschka ch. 3",
+        choices=["hello-world", "self-attention", "modern"],
+        help="hello-world: The Random Transformer; self-attention: Raschka ch. 3; modern: from "
+        "2017 to today (rotary positions, RMSNorm, SwiGLU, grouped-query attention)",
     )
     w.add_argument(
         "--json",
@@ -48,7 +49,7 @@ def add_parsers(sub) -> None:
         "--seed",
         type=SEED,
         default=None,
-        help="seed of the random-weight parts (hello-world only; default 0)",
+        help="seed of the random-weight parts (hello-world and modern; default 0)",
     )
     report_args(w)
     w.set_defaults(func=cmd_walkthrough)
@@ -106,13 +107,15 @@ def add_parsers(sub) -> None:
 WALKTHROUGH_TITLES = {
     "hello-world": "The Random Transformer: “Hello World” → “Hola Mundo”, every step",
     "self-attention": "Self-attention (Raschka, ch. 3): “Your journey starts with one step”",
+    "modern": "From 2017 to today: rotary positions, RMSNorm, SwiGLU, grouped-query attention",
 }
+SEEDED_WALKTHROUGHS = ("hello-world", "modern")
 
 
 def cmd_walkthrough(args) -> int:
     from glassformer import walkthrough
 
-    if args.name != "hello-world" and args.seed is not None:
+    if args.name not in SEEDED_WALKTHROUGHS and args.seed is not None:
         raise GlassformerError(
             f"--seed does nothing in the {args.name} walkthrough (it has no random parts); drop it"
         )
@@ -123,14 +126,11 @@ def cmd_walkthrough(args) -> int:
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     seed = 0 if args.seed is None else args.seed
-    trace = (
-        walkthrough.hello_world(seed=seed)
-        if args.name == "hello-world"
-        else walkthrough.self_attention()
-    )
+    make = walkthrough.WALKTHROUGHS[args.name]
+    trace = make(seed=seed) if args.name in SEEDED_WALKTHROUGHS else make()
     shown = _select(trace, layers, heads)
     meta = {"walkthrough": args.name}
-    if args.name == "hello-world":
+    if args.name in SEEDED_WALKTHROUGHS:
         meta["seed"] = str(seed)
     _write_reports(
         trace,
