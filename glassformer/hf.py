@@ -1,5 +1,5 @@
-"""Hugging Face checkpoints <-> glassformer: with hf_pegasus.py, the only modules that know foreign
-tensor names.
+"""Hugging Face checkpoints <-> glassformer: with hf_pegasus.py and hf_llama.py, the only modules
+that know foreign tensor names.
 
 Each family is a table of plain data, one row per module: (our name, their name, kind). `{i}`
 stands for the layer index, counted over our encoder or decoder stack as our name says. The kind
@@ -14,8 +14,7 @@ says how the tensors move; the only transforms there are:
 The functions work on {name: array} dicts of NumPy arrays or torch tensors and return the same
 kind; they copy, never modify their input, and are bit-exact both ways. transformers is never
 imported here and torch only to return a torch tensor: pass the foreign model's `state_dict()`.
-Marian's embeddings (one shared matrix for both stacks and the head, stored sinusoidal tables,
-a (1, V) logits bias) do not fit a table row: `marian_to_glassformer` handles them by name.
+Marian's embeddings do not fit a table row: `marian_to_glassformer` handles them by name.
 A tensor the table does not expect, a missing one or one of the wrong shape raises a
 `CheckpointError` naming it. Tensors a family has and glassformer cannot represent yet are listed
 in `*_UNMAPPED` with the reason; they are refused unless `skip_unmapped=True`.
@@ -258,6 +257,11 @@ def _require(cfg: Config, family: str, fixed: dict) -> None:
             )
     if cfg.head_dim * cfg.n_heads != cfg.d_model:
         raise ConfigError(f"head_dim: {family} needs head_dim = d_model / n_heads")
+    if modern := cfg.modern_options():  # rotary, RMSNorm, gated FFN, GQA: hf_llama.py's forms
+        raise ConfigError(
+            f"{modern[0].split('=')[0]}: {family} has no {', '.join(modern)}; "
+            f"export-hf cannot write this model as {family}"
+        )
 
 
 # -- GPT-2 --------------------------------------------------------------------------------------
@@ -434,11 +438,6 @@ def bert_to_glassformer(state: dict, cfg: Config, skip_unmapped: bool = False) -
     _require(cfg, "BERT", BERT_FIXED | {"n_classes": 0})
     state = _strip_prefix(state, "bert.")
     return _to_ours(state, BERT, cfg, "BERT", BERT_UNMAPPED, BERT_IGNORED, skip_unmapped)
-
-
-def bert_unmapped(state: dict) -> dict[str, str]:
-    """{name: reason} of the BERT tensors that `bert_to_glassformer` leaves out."""
-    return unmapped_in(_strip_prefix(state, "bert."), BERT_UNMAPPED)
 
 
 def glassformer_to_bert(params: dict, cfg: Config) -> dict:

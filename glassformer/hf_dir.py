@@ -1,12 +1,14 @@
-"""Hugging Face model folders <-> glassformer: read a GPT-2, BERT-family, Marian or Pegasus folder
-into a Config, weights and tokenizer; write a glassformer model as a GPT-2, BERT or Pegasus folder.
+"""Hugging Face model folders <-> glassformer: read a GPT-2, BERT-family, Marian, Pegasus, Llama or
+Qwen2 folder into a Config, weights and tokenizer; write a glassformer model as a GPT-2, BERT,
+Pegasus, Llama or Qwen2 folder.
 
 A Hugging Face folder is recognised by its config.json naming a `model_type`. Weights are read
 from model.safetensors (or the shards a model.safetensors.index.json lists) and only if there is
 none from pytorch_model.bin, through `torch.load(weights_only=True)`: no other unpickling.
-The tensor names are translated by the tables of `hf.py` and `hf_pegasus.py`; the tokenizer is
-the folder's own (`tokenizer.HFTokenizer`), or the exact glassformer tokenizer when an export of
-ours left one (glassformer-tokenizer.json). Tensors glassformer has no use for (BERT's pooler) are
+The tensor names are translated by the tables of `hf.py`, `hf_pegasus.py` and `hf_llama.py`; the
+tokenizer is the folder's own (`tokenizer.HFTokenizer`; a Llama or Qwen2 one with the BOS and EOS
+ids of config.json), or the exact glassformer tokenizer when an export of ours left one
+(glassformer-tokenizer.json). Tensors glassformer has no use for (BERT's pooler) are
 skipped and reported. Deliberately not here: downloading (nothing leaves the machine).
 """
 
@@ -18,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, hf, hf_pegasus
+from glassformer import files, hf, hf_llama, hf_pegasus
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, GlassformerError, TokenizerError
+from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
 
 CONFIG_FILE = "config.json"
 OUR_TOKENIZER = "glassformer-tokenizer.json"  # the exact glassformer tokenizer of an export
@@ -90,10 +92,20 @@ FAMILIES = {
     "bert": (
         lambda d, state: hf.bert_config(d),
         lambda state, cfg: hf.bert_to_glassformer(state, cfg, skip_unmapped=True),
-        hf.bert_unmapped,
+        lambda state: hf.unmapped_in(hf._strip_prefix(state, "bert."), hf.BERT_UNMAPPED),
     ),
     "marian": (lambda d, state: hf.marian_config(d), hf.marian_to_glassformer, lambda state: {}),
     "pegasus": (hf_pegasus.pegasus_config, hf_pegasus.pegasus_to_glassformer, lambda state: {}),
+    "llama": (
+        lambda d, state: hf_llama.llama_config(d, "llama"),
+        hf_llama.llama_to_glassformer,
+        lambda state: {},
+    ),
+    "qwen2": (
+        lambda d, state: hf_llama.llama_config(d, "qwen2"),
+        hf_llama.llama_to_glassformer,
+        lambda state: {},
+    ),
 }
 
 
@@ -138,6 +150,13 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
         return state
     if (f := _member(folder, "pytorch_model.bin")) is not None:
         return _torch_bin(f)
+    if index is not None:
+        gone = [s for s, f in zip(names, weight_files, strict=True) if f is None]
+        more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
+        raise CheckpointError(
+            f"{index} names the shard {gone[0]!r}{more}, which is not in {folder}; copy every "
+            "shard of the model there"
+        )
     raise CheckpointError(
         f"{folder} has no model.safetensors (or shards) and no pytorch_model.bin; "
         "save the model there with save_pretrained"
@@ -221,6 +240,8 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
             tok = tokenizer.load(ours)
         else:
             tok = HFTokenizer.from_files(folder)
+            if family in hf_llama.FAMILIES:
+                tok = hf_llama.config_specials(tok, d)
     except TokenizerError as e:
         if any((folder / f).exists() for f in TOKENIZER_FILES):
             raise CheckpointError(str(e)) from None  # a tokenizer is there but unusable
@@ -239,6 +260,8 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
 
 def _family(cfg: Config, params: dict) -> tuple[str, dict, dict]:
     """(model_type, config.json fields, tensors) of the Hugging Face model that is `cfg`."""
+    if cfg.arch == "decoder" and cfg.modern_options():
+        return _modern_decoder(cfg, params)
     if cfg.arch == "decoder":
         tensors = hf.glassformer_to_gpt2(params, cfg)
         del tensors["lm_head.weight"]  # tied to transformer.wte.weight, as transformers saves it
@@ -255,10 +278,27 @@ def _family(cfg: Config, params: dict) -> tuple[str, dict, dict]:
             ) from None
         return "pegasus", config, hf_pegasus.glassformer_to_pegasus(params, cfg)
     raise GlassformerError(
-        "export-hf writes decoder-only models (GPT-2), encoders without a classifier (BERT) and "
-        f"pre-LN encoder-decoders (Pegasus); this is arch={cfg.arch!r} with "
+        "export-hf writes decoder-only models (GPT-2, Llama, Qwen2), encoders without a classifier "
+        f"(BERT) and pre-LN encoder-decoders (Pegasus); this is arch={cfg.arch!r} with "
         f"n_classes={cfg.n_classes}"
     )
+
+
+def _modern_decoder(cfg: Config, params: dict) -> tuple[str, dict, dict]:
+    """A decoder with today's options (rotary, RMSNorm, gated FFN, grouped K/V heads) as a Llama
+    or Qwen2 folder; one line naming what keeps it from both that and GPT-2 otherwise."""
+    try:
+        family = hf_llama.export_family(cfg)
+    except ConfigError as e:
+        try:
+            hf.config_to_gpt2(cfg)  # refuses: GPT-2 has none of these options
+        except ConfigError as g:
+            raise GlassformerError(
+                "export-hf writes a decoder-only model as GPT-2 or as Llama / Qwen2, and this one "
+                f"is neither: as GPT-2, {g}; as Llama / Qwen2, {e}"
+            ) from None
+        raise
+    return family, hf_llama.config_to_llama(cfg), hf_llama.glassformer_to_llama(params, cfg)
 
 
 def _token_ids(family: str, cfg: Config, tokenizer) -> dict[str, int]:
@@ -315,8 +355,10 @@ def export(
     path: str | Path, cfg: Config, params: dict, tokenizer=None, overwrite: bool = False
 ) -> tuple[str, Path]:
     """Write a Hugging Face folder that `transformers` loads (config.json, model.safetensors in
-    float32, the tokenizer): a decoder-only model as GPT-2 (GPT2LMHeadModel), an encoder without
-    classifier as BERT (BertModel), a pre-LN encoder-decoder as Pegasus
+    float32, the tokenizer): a decoder-only model as GPT-2 (GPT2LMHeadModel), or with rotary
+    positions, RMSNorm and the gated FFN as Llama (LlamaForCausalLM; Qwen2ForCausalLM with Q, K, V
+    biases alone), an encoder without classifier as BERT (BertModel), a pre-LN encoder-decoder as
+    Pegasus
     (PegasusForConditionalGeneration, with generation_config.json: greedy from BOS to EOS or
     max_len tokens, as `glassformer translate`), which CTranslate2's converter also reads.
     A tokenizer built on Hugging Face `tokenizers` is written as tokenizer.json +

@@ -382,7 +382,7 @@ def _index(shard):
 
 
 for config, files, msg in [
-    ({"model_type": "llama"}, None, "is not supported"),
+    ({"model_type": "t5"}, None, "is not supported"),
     ({"model_type": 5}, None, "model_type"),
     ({"n_layer": "1"}, None, "n_layer"),
     ({"n_embd": -8}, None, "n_embd"),

@@ -224,11 +224,11 @@ def test_bfloat16_and_prefixed_folders(bert_dir, tmp_path):
 
 def test_refusals_name_the_problem(bert_dir, tmp_path, capsys):
     folder, model = bert_dir
-    bad = tmp_path / "llama"
+    bad = tmp_path / "t5"
     bad.mkdir()
-    (bad / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (bad / "config.json").write_text(json.dumps({"model_type": "t5"}))
     assert main(["embed", str(bad), "hello"]) == 2
-    assert "model_type 'llama' is not supported" in capsys.readouterr().err
+    assert "model_type 't5' is not supported" in capsys.readouterr().err
     from safetensors.torch import save_file
 
     state = {k: v.contiguous() for k, v in model.state_dict().items()}

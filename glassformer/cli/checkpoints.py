@@ -97,8 +97,8 @@ def _add_conversions(sub) -> None:
 
     ih = sub.add_parser(
         "import-hf",
-        help="convert a Hugging Face model folder (GPT-2, BERT/MiniLM, Marian, Pegasus) to a "
-        "checkpoint",
+        help="convert a Hugging Face model folder (GPT-2, BERT/MiniLM, Marian, Pegasus, Llama, "
+        "Qwen2) to a checkpoint",
         description="Read HF_DIR (config.json, model.safetensors or a weights-only "
         "pytorch_model.bin, tokenizer.json or vocab files) and write a glassformer checkpoint "
         "to OUT. Every command also reads HF_DIR directly; this makes the conversion explicit "
@@ -144,10 +144,12 @@ def _add_conversions(sub) -> None:
 
     xh = sub.add_parser(
         "export-hf",
-        help="write a checkpoint as a Hugging Face folder (decoder: GPT-2; encoder: BERT; "
-        "encoder-decoder: Pegasus)",
+        help="write a checkpoint as a Hugging Face folder (decoder: GPT-2, Llama or Qwen2; "
+        "encoder: BERT; encoder-decoder: Pegasus)",
         description="Write CKPT as a folder that transformers loads: a decoder-only model as "
-        "GPT2LMHeadModel, an encoder without a classifier as BertModel, a pre-LN "
+        "GPT2LMHeadModel (with rotary positions, RMSNorm and the gated FFN as LlamaForCausalLM, "
+        "or Qwen2ForCausalLM with Q, K, V biases alone), an encoder without a classifier as "
+        "BertModel, a pre-LN "
         "encoder-decoder as PegasusForConditionalGeneration with its generation settings "
         "(greedy from BOS, as `translate`), which CTranslate2 also converts (float32 weights; "
         "a BPE tokenizer as tokenizer.json for AutoTokenizer).",
