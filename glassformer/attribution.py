@@ -17,6 +17,11 @@ attributed to the token embeddings X of a stack (the `{stack}.X` step: decoder t
   ~1e-13 with 64, ~1e-15 with 256. ReLU's kinks make it converge only about like 1/steps: 0.08,
   0.02, 0.006 at 16, 64, 256 nodes for a change of ~0.7; raise `steps` there. Use float64 for
   tight checks.
+  A model that adds no position vectors (positions "rotary" or "none") has an all-zero input at
+  the baseline, and there its norms (LayerNorm or RMSNorm) each multiply a vanishing row by up to
+  1/√ε: f(αX) jumps within α ~ 1e-8 of 0 (measured on random-weight rotary models: f(1e-8·X)
+  already differs from f(0) by ~1.6), which no quadrature resolves, so `completeness` stays
+  large (~1) at any `steps`. It is reported, not hidden; gradient × input has no baseline.
 
 The embeddings are moved along the path by an intervention on `{stack}.X` (`trace.intervene`),
 the one sanctioned way to change a step; the model's weights are not touched. Call

@@ -21,6 +21,9 @@ The engines (ENGINES):
   hf         transformers itself on a Hugging Face folder (GPT-2, BERT), float64, tapped by
              forward hooks on the modules `hf.py`'s tables name; a step no module's input or
              output is (the scores, the LayerNorm internals) is "not in hf"
+Steps one engine does not record (RMSNorm's root mean square `norm.rms` in the PyTorch engine's
+fused norm) are "not in" it; grouped K/V heads (`kv_head{g}`), rotated Q and K (`Q_rot`,
+`K_rot`) and the gated FFN's `gate` and `up` are compared like any other step.
 An `Engine(kind, model)` runs a kind on another model of the same shape (perturbed weights).
 
 Deliberately not here: argument parsing and printing (`cli/diff.py`), the engines' math, foreign

@@ -9,7 +9,10 @@ build such dicts and run them:
   the second from last in both, e.g. `(T, D)` / `(B, T, D)` for a head's C): `zero`, `scale`,
   `mean`, `replace`, and `at_positions` to restrict any of them to some token positions;
 - ready-made interventions, dicts to merge with `|`: `ablate_head` (its output C_h before the
-  concat, so zeroing it is zeroing that head's slice of concat·W_O's input), `ablate_attention`
+  concat, so zeroing it is zeroing that head's slice of concat·W_O's input; with grouped-query
+  attention the K/V head it shares is left as it is, so the other heads of its group are too),
+  `ablate_kv_head` (a shared key/value head: the outputs C_h of every query head that reads it),
+  `ablate_attention`
   (a sublayer's output Z), `ablate_ffn` (the FFN's output), `ablate_position` (the residual stream
   entering a block, at some positions), `scale_attention` (a head's map A), `set_embedding` (one
   token's embedding row X);
@@ -166,6 +169,26 @@ def ablate_head(
     """Zero- or mean-ablate one head's output C_h (T, D): equal to zeroing (or replacing) its
     slice of the concatenation that W_O reads."""
     return {head_name(layer, head, stack, kind): _maybe_at(_how(how, values), positions)}
+
+
+def kv_group(kv_head: int, group: int) -> range:
+    """The query heads that read K/V head `kv_head` when `group` (n_heads / n_kv_heads)
+    consecutive query heads share each."""
+    return range(kv_head * group, (kv_head + 1) * group)
+
+
+def ablate_kv_head(
+    layer: int,
+    kv_head: int,
+    group: int,
+    how: str = "zero",
+    stack: str = "decoder",
+    kind: str = "self_attn",
+    values=None,
+) -> dict[str, Fn]:
+    """Zero- or mean-ablate a shared key/value head (grouped-query attention): the outputs C_h
+    of the `group` query heads that read it (zeroing its V gives the same zeros: C_h = A_h·V)."""
+    return {head_name(layer, h, stack, kind): _how(how, values) for h in kv_group(kv_head, group)}
 
 
 def ablate_attention(

@@ -44,6 +44,7 @@ class Run:
 
 
 _HEAD = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.head(\d+)")
+_KV = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.kv_head(\d+)")
 _SUBLAYER = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn|ffn)")
 
 
@@ -155,11 +156,14 @@ def interventions(names: list[str], cfg) -> dict:
     """The zero-ablations that --ablate NAME... asks for, checked against the model's sizes."""
     fns = {}
     for name in names:
-        head, sub = _HEAD.fullmatch(name), _SUBLAYER.fullmatch(name)
-        match = head or sub
+        head, sub, kv = _HEAD.fullmatch(name), _SUBLAYER.fullmatch(name), _KV.fullmatch(name)
+        match = head or sub or kv
         if match:
             _check_layer(name, match, cfg)
-        if head:
+        if kv:
+            fns |= I.ablate_kv_head(int(kv[2]), _kv_head(name, kv, cfg), _group(cfg), "zero",
+                                    kv[1], kv[3])  # fmt: skip
+        elif head:
             h = int(head[4])
             if h >= cfg.n_heads:
                 raise InputError(f"--ablate {name}: there are {cfg.n_heads} heads per layer")
@@ -171,6 +175,51 @@ def interventions(names: list[str], cfg) -> dict:
         else:
             fns[name] = I.zero()
     return fns
+
+
+def _group(cfg) -> int:
+    """The query heads that share each key/value head (1: none shared)."""
+    return cfg.n_heads // cfg.kv_heads
+
+
+def _kv_head(name: str, kv, cfg) -> int:
+    """The K/V head of an --ablate STACK.L.KIND.kv_head{g}, checked: the model shares them."""
+    g = int(kv[4])
+    if _group(cfg) == 1:
+        raise InputError(
+            f"--ablate {name}: this model's heads have their own K and V (n_kv_heads = n_heads): "
+            f"ablate a head, {kv[1]}.{kv[2]}.{kv[3]}.head{g}"
+        )
+    if g >= cfg.kv_heads:
+        raise InputError(
+            f"--ablate {name}: there are {cfg.kv_heads} K/V heads per layer (0..{cfg.kv_heads - 1})"
+        )
+    return g
+
+
+def notes(names: list[str], cfg) -> list[str]:
+    """What an ablation of heads means when K/V heads are shared (grouped-query attention)."""
+    G, out = _group(cfg), []
+    for name in names:
+        head, kv = _HEAD.fullmatch(name), _KV.fullmatch(name)
+        if G == 1 or not (head or kv):
+            continue
+        if kv:
+            q = I.kv_group(int(kv[4]), G)
+            out.append(
+                f"{name} is the key/value head that query heads {q[0]}-{q[-1]} share: ablating "
+                f"it zeroes the outputs C of all {G} (the same as zeroing its V)"
+            )
+        else:
+            h = int(head[4])
+            q = I.kv_group(h // G, G)
+            rest = [str(i) for i in q if i != h]
+            others = f"head {rest[0]}" if G == 2 else f"heads {', '.join(rest[:-1])} and {rest[-1]}"
+            out.append(
+                f"{name} shares K/V head {h // G} with {others}: ablating it zeroes its own output "
+                f"C only, and {others} still read{'s' * (G == 2)} the same K and V"
+            )
+    return out
 
 
 def _check_layer(name: str, match, cfg) -> None:
@@ -195,11 +244,13 @@ def names(cfg) -> list[str]:
         if not (cfg.has_encoder if stack == "encoder" else cfg.has_decoder):
             continue
         kinds = ["self_attn"] + ["cross_attn"] * (stack == "decoder" and cfg.has_encoder)
+        shared = cfg.kv_heads if _group(cfg) > 1 else 0
         for i in range(layers):
             for kind in kinds:
                 out += [f"{stack}.{i}.{kind}"] + [
                     f"{stack}.{i}.{kind}.head{h}" for h in range(cfg.n_heads)
                 ]
+                out += [f"{stack}.{i}.{kind}.kv_head{g}" for g in range(shared)]
             out.append(f"{stack}.{i}.ffn")
     return out
 
@@ -211,7 +262,7 @@ def unknown_name(name: str, cfg, trace) -> str:
 
     close = difflib.get_close_matches(name, names(cfg) + trace.names(), n=3, cutoff=0.6)
     hint = f"; did you mean {', '.join(close)}?" if close else ""
-    example = names(cfg)[-2] if names(cfg) else "decoder.0.ffn"
+    example = next((n for n in reversed(names(cfg)) if _HEAD.fullmatch(n)), "decoder.0.ffn")
     return (
         f"--ablate {name}: no head, sublayer or step of this model has that name{hint} (a head "
         f"is like {example}, a sublayer STACK.LAYER.self_attn, cross_attn or ffn, counted from "
@@ -256,6 +307,8 @@ def ablation(m, run, ablate: list[str]) -> dict:
             }
         )
     out = {"ablated": list(ablate), "steps": sorted(fns), "positions": rows}
+    if notes(ablate, m.cfg):
+        out["notes"] = notes(ablate, m.cfg)
     if run.generation is not None:
         out["text"] = _regenerate(m, run)
         with intervene(fns):
@@ -437,4 +490,11 @@ def attribute(
     )
     numerics.check(res.scores[None], lambda _: ("the attributions", ids, src), m.params, cfg)
     out = {"input": m.readable(shown), "predicted": m.readable(res.tokens)} | res.to_dict()
+    if method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
+        out["note"] = (
+            "this model adds no position vectors, so the baseline (every token embedding 0) is an "
+            "all-zero input, where its norms jump (each scales a vanishing row by up to 1/√ε): "
+            "the integral cannot be resolved and the completeness error stays large at any "
+            "--steps; gradient_x_input has no baseline"
+        )
     return out

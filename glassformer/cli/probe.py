@@ -23,7 +23,7 @@ def add_parsers(sub) -> None:
         "lens",
         help="the logit lens: what each layer would predict, position by position",
         description="Run TEXT through the reference engine and read the decoder's residual "
-        "stream after the embeddings and after every block through the final LayerNorm and the "
+        "stream after the embeddings and after every block through the final norm and the "
         "output head: the top tokens each layer would predict at each position. With --dla, "
         "each head's direct share of one token's logit (pre-LN models).",
     )
@@ -135,7 +135,7 @@ def _dla_text(d: dict) -> str:
     what = repr(d["token"]) + (f" minus {d['versus']!r}" if d["versus"] else "")
     lines = [
         f"direct logit attribution of {what} at position {d['position']} "
-        f"(final LayerNorm scale frozen at {d['scale']:.4g}):",
+        f"(final {d['norm']} scale frozen at {d['scale']:.4g}):",
         "  " + " " * 16 + "".join(f"{c:>10}" for c in d["cols"]),
     ]
     for row, values in zip(d["rows"], d["heads"], strict=True):
@@ -185,4 +185,6 @@ def _attribution_text(out: dict) -> str:
             extra = f"   sum {scores[i].sum():.4f} = f(x) - f(0) {change:.4f}"
             extra += f" (error {out['completeness'][i]:.1e})"
         lines.append(f"-> {word:<10} {row}{extra}")
+    if out.get("note"):
+        lines.append(out["note"])
     return "\n".join(lines)

@@ -34,6 +34,7 @@ def render(result: dict) -> str:
     if "ablation" in result:
         a = result["ablation"]
         lines.append(f"with {', '.join(a['ablated'])} ablated ({len(a['steps'])} steps zeroed):")
+        lines += [f"  {note}" for note in a.get("notes", [])]
         for r in a["positions"]:
             mark = "  <- changed" if r["changed"] else ""
             lines.append(

@@ -63,8 +63,15 @@ from glassformer.explain.html_pieces import (
 )
 from glassformer.explain.html_touch import ablation_section, patching_section
 from glassformer.explain.overview import report_overview
-from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, select_steps
-from glassformer.explain.words import naming, shows, title, what
+from glassformer.explain.select import (
+    Group,
+    HeadNumbers,
+    KVGroups,
+    attention_maps,
+    group_steps,
+    select_steps,
+)
+from glassformer.explain.words import naming, rotated, sharing, shows, title, what
 from glassformer.tokenizer.display import display_token
 from glassformer.trace import Step, Trace
 
@@ -184,6 +191,7 @@ class _Page:
         self.attention: set[str] = set()
         self.data_bytes = 0
         self.heads = HeadNumbers(trace.steps)
+        self.kv_groups = KVGroups(s.name for s in trace.steps)
         self.naming = naming(trace, self.heads)  # how titles name stacks, sublayers and heads
         # prefix -> the mask recorded beside its scores (True = may attend)
         self.masks = {
@@ -245,6 +253,13 @@ class _Page:
             f'<body><div class="gf" id="{root}">{body}<div class="gf-tip" hidden></div>\n'
             f'<script type="application/json" class="gf-data">{data}</script>\n'
             f"<script>\n{script}</script></div></body></html>\n"
+        )
+
+    def about(self, name: str) -> str:
+        """What a head's map cannot show: the K/V head it shares, its rotated Q and K."""
+        prefix = name.rpartition(".")[0]
+        return " ".join(
+            x for x in (sharing(name, self.kv_groups), rotated(self.trace, prefix)) if x
         )
 
     def head_convention(self, steps) -> str:
@@ -364,7 +379,8 @@ class _Page:
             shown = [("W_O (H·D × C), Z = concat·W_O", f"{base}.{what[:-2]}.o.weight", True)]
         else:
             norm = what[: -len(".out")]
-            shown = [("γ (gain)", f"{base}.{norm}.weight", False)]
+            rms = s.name.replace(".out", ".rms") in self.trace  # RMSNorm: g, no β
+            shown = [("g (gain)" if rms else "γ (gain)", f"{base}.{norm}.weight", False)]
             shown.append(("β (bias)", f"{base}.{norm}.bias", False))
         parts = []
         for j, (label, name, transpose) in enumerate(shown):
@@ -466,6 +482,7 @@ class _Page:
             key = self.key[id(m.step)]
             body = self.matrix(key, m.step.values, rows, cols, True, None, m.step.name)
             named = self.heads.label(m.step.name)
+            named = " ".join(x for x in (named, self.about(m.step.name)) if x)
             figures.append(
                 f'<figure class="att" data-site="{esc(m.site)}" '
                 f'data-layer="{"" if m.layer is None else m.layer}" '

@@ -42,6 +42,7 @@ def ablation_section(a: dict) -> str:
             f"<td title='{r['max_logit_change']:.12g}'>{r['max_logit_change']:.3f}</td></tr>"
         )
     out.append(f"<table class='touch'>{''.join(rows)}</table>")
+    out += [f"<p class='sub'>{esc(note)}.</p>" for note in a.get("notes", ())]
     if "text_ablated" in a:
         before = f"<dd>{esc(a['text'])}</dd>" if "text" in a else ""
         out.append(
@@ -89,8 +90,9 @@ def lens_section(result: dict) -> str:
                 f"title='{esc(title)}'>{esc(tops[r][t][0])}<small> {p:.2f}</small></td>"
             )
         rows.append(f"<tr><th>{esc(label)}</th>{''.join(cells)}</tr>")
+    through = f"the final {lens.get('norm') or 'LayerNorm'} and "
     intro = (
-        "<p>Each layer's residual stream read through the final LayerNorm and the output head: "
+        f"<p>Each layer's residual stream read through {through}the output head: "
         "the token it would predict after each input token, with its probability (the top "
         f"{probs.shape[2]} under the mouse). The last row is the model's own prediction.</p>"
     )
@@ -102,9 +104,10 @@ def dla_section(d: dict) -> str:
     parts = table(np.asarray(d["heads"]), d["rows"], d["cols"], signed=True)
     other = [[v] for v in d["other"].values()]
     other = table(np.asarray(other), list(d["other"]), ["share"], signed=True)
+    norm = esc(d.get("norm", "LayerNorm"))
     return (
         f"<p>Direct logit attribution of <b>{what}</b> at position {d['position']}: each head's "
-        f"output (and every other part of the residual stream) through the final LayerNorm with "
+        f"output (and every other part of the residual stream) through the final {norm} with "
         f"its scale frozen at {d['scale']:.4g}. The parts sum to {d['total']:.6f}; the model's "
         f"logit is {d['logit']:.6f}.</p><h3>The heads</h3>{parts}<h3>Every other part</h3>{other}"
     )
@@ -142,6 +145,8 @@ def attribution_section(result: dict) -> str:
         "logit (blue for, red against; each row on its own scale, the value under the mouse)."
         "</p>"
     )
+    if result.get("note"):
+        intro += f"<p class='sub'>Note: {esc(result['note'])}.</p>"
     return intro + "".join(rows)
 
 

@@ -4,7 +4,11 @@
 names its steps: the token and position embeddings; every block of each stack, one row per
 block, with its attention (one square per head; the decoder's causal mask said), its FFN
 (C -> F -> C and the activation) and its LayerNorms where the Config puts them (pre-LN: on the
-branch, before each sublayer; post-LN: on the residual stream, after each add); the residual
+branch, before each sublayer; post-LN: on the residual stream, after each add); today's decoders'
+options as they change the picture: RMSNorm for every norm, rotary positions (no position table
+added; a RoPE tag on each self-attention, whose Q and K it turns), grouped K/V heads (a bar under
+the query heads that share it), the gated FFN (its gate, up and down projections), no FFN with
+d_ff 0; the residual
 adds (⊕) on the residual stream, the dark line a token's row travels along; the final LayerNorm
 (pre-LN); the output head (the LM head, tied to the token embedding or not; a classifier; a
 pooled sentence embedding). In an encoder-decoder the encoder output M runs to every
@@ -48,6 +52,8 @@ FILL = {
 SVG_NS = "http://www.w3.org/2000/svg"
 INK, STREAM, MEMORY, LINE = "#1d232b", "#5b6673", "#8e6bbf", "#9aa5b1"
 ACTIVATION = {"relu": "ReLU", "gelu": "GELU (erf)", "gelu_tanh": "GELU (tanh)", "silu": "SiLU"}
+GATED = {"relu": "ReGLU", "gelu": "GEGLU", "gelu_tanh": "GEGLU", "silu": "SwiGLU"}  # Shazeer 2020
+ROPE = "#f6c28b"  # the RoPE tag's fill
 POSITIONS = {"sinusoidal": "sinusoidal", "sinusoidal_split": "sinusoidal, split halves"}
 
 
@@ -133,7 +139,9 @@ def overview_svg(cfg: Config, *, expand: bool = False, classes: list[str] | None
     return (
         f'<svg xmlns="{SVG_NS}" class="gf-ov" width="{width:g}" '
         f'height="{height:g}" viewBox="0 0 {width:g} {height:g}" role="img" '
-        f'data-arch="{cfg.arch}" data-norm="{cfg.norm}" font-family="system-ui, sans-serif" '
+        f'data-arch="{cfg.arch}" data-norm="{cfg.norm}" data-norm-kind="{cfg.norm_kind}" '
+        f'data-positions="{cfg.positions}" data-kv-heads="{cfg.kv_heads}" data-ffn="{cfg.d_ff}" '
+        f'font-family="system-ui, sans-serif" '
         f'fill="{INK}"><title>{esc(" ".join(head))}</title>'
         f'<rect width="{width:g}" height="{height:g}" fill="#fff"/>'
         f"{''.join(d.back)}{''.join(d.lane)}{''.join(d.wires)}{''.join(d.front)}</svg>"
@@ -154,32 +162,65 @@ def _caption(cfg: Config, width: float) -> tuple[list[str], list[str]]:
         else f"{cfg.n_encoder_layers or cfg.n_decoder_layers} blocks"
     )
     where = (
-        "Pre-LN: each LayerNorm sits on a branch, before its sublayer, and the stream is "
+        f"Pre-LN: each {_norm(cfg)} sits on a branch, before its sublayer, and the stream is "
         "normalised once more at the end."
         if cfg.norm == "pre"
-        else "Post-LN (as in the original Transformer): each LayerNorm sits on the stream, "
+        else f"Post-LN (as in the original Transformer): each {_norm(cfg)} sits on the stream, "
         "after the add ⊕."
     )
     read = (
         "The dark line is the residual stream: each token's row travels along it, and each ⊕ "
-        f"adds a sublayer's output back to it. {where} Blocks and heads are counted from 0; "
-        "click a box to open its steps."
+        f"adds a sublayer's output back to it. {where}{_modern_words(cfg)} Blocks and heads are "
+        "counted from 0; click a box to open its steps."
     )
+    heads = f"{cfg.n_heads} heads of {cfg.head_dim}"
+    heads += f" sharing {cfg.kv_heads} K/V heads" * (cfg.kv_heads != cfg.n_heads)
+    ffn = f"FFN {cfg.d_ff}" if cfg.d_ff else "no FFN (attention only)"
+    ffn = f"gated FFN {cfg.d_ff} ({GATED[cfg.activation]})" if cfg.ffn_kind == "gated" else ffn
+    modern = " with RMSNorm" * (cfg.norm_kind == "rmsnorm")
+    modern += ", rotary positions (RoPE)" * (cfg.positions == "rotary")
     head = (
-        f"The whole model: {kind}, {blocks}, d_model {cfg.d_model}, {cfg.n_heads} heads of "
-        f"{cfg.head_dim}, FFN {cfg.d_ff}, {cfg.norm}-LN"
+        f"The whole model: {kind}, {blocks}, d_model {cfg.d_model}, {heads}, {ffn}, "
+        f"{cfg.norm}-LN{modern}"
     )
     return textwrap.wrap(head, max(40, int(width / 7.3))), textwrap.wrap(read, int(width / 6.1))
 
 
+def _norm(cfg: Config) -> str:
+    return "RMSNorm" if cfg.norm_kind == "rmsnorm" else "LayerNorm"
+
+
+def _modern_words(cfg: Config) -> str:
+    """What to read in the picture of today's decoders' options (rotary, shared K/V heads)."""
+    out = ""
+    if cfg.positions == "rotary":
+        out += (
+            " No position vector is added to the embeddings: RoPE turns Q and K inside each "
+            "self-attention by angles proportional to the token's position."
+        )
+    if cfg.kv_heads != cfg.n_heads:
+        out += (
+            " Under the query heads of an attention box, each bar is a K/V head: its keys and "
+            "values, shared by the query heads above it."
+        )
+    return out
+
+
+def _ln_w(cfg: Config) -> int:
+    """A block's norm box: "LN", or the wider "RMS"."""
+    return LN_W + 6 * (cfg.norm_kind == "rmsnorm")
+
+
 def _units(cfg: Config, stack: str) -> list[tuple[str, int]]:
-    """The sublayers of a block of `stack`, in order: (kind, box width)."""
-    cross = [("cross", ATT_W)] if stack == "decoder" and cfg.arch == "encoder-decoder" else []
-    return [("attn", ATT_W), *cross, ("ffn", FFN_W)]
+    """The sublayers of a block of `stack`, in order: (kind, box width); no FFN with d_ff 0."""
+    att = ATT_W + 24 * (cfg.kv_heads != cfg.n_heads or cfg.positions == "rotary")
+    cross = [("cross", att)] if stack == "decoder" and cfg.arch == "encoder-decoder" else []
+    ffn = [("ffn", FFN_W + 46 * (cfg.ffn_kind == "gated"))] if cfg.d_ff else []
+    return [("attn", att), *cross, *ffn]
 
 
 def _column_width(cfg: Config, stack: str) -> int:
-    blocks = sum(w + 71 for _, w in _units(cfg, stack))
+    blocks = sum(w + _ln_w(cfg) + 45 for _, w in _units(cfg, stack))
     out = sum(w + 18 for _, _, w, _, _ in _outputs(cfg, stack, None))
     return LABEL_W + max(blocks, out) + 10
 
@@ -226,7 +267,7 @@ def _embedding_row(d: _Drawing, cfg: Config, stack: str, x0: float, sy: float) -
     sub = f"{V} × {C}{scaled}{', shared' if shared else ''}"
     d.box("embed", f"{stack}.X", (x0, sy - 15, 150, 30), f"Token embedding|{sub}", title)
     added = []
-    if cfg.positions != "none":
+    if cfg.positions not in ("none", "rotary"):
         kind = POSITIONS.get(cfg.positions, f"learned, {cfg.max_len} × {C}")
         added.append((f"{stack}.P", f"Positions|{kind}", f"P = the positional encoding: {kind}"))
     if cfg.type_vocab_size:
@@ -246,9 +287,29 @@ def _embedding_row(d: _Drawing, cfg: Config, stack: str, x0: float, sy: float) -
             d.arrow(ax, sy + 8, "up")
         x = ax + 7
     if cfg.embed_norm:
-        ln = "LayerNorm of the summed embeddings, before the first block"
-        d.box("norm", f"{stack}.embed_norm", (x + 14, sy - 11, 70, 22), "LayerNorm", ln)
+        ln = f"{_norm(cfg)} of the summed embeddings, before the first block"
+        d.box("norm", f"{stack}.embed_norm", (x + 14, sy - 11, 70, 22), _norm(cfg), ln)
+    if cfg.positions == "rotary":
+        _rotary_note(d, cfg, x0 + 20, sy + 22)
+        return 60
     return 60 if added else 24
+
+
+def _rotary_note(d: _Drawing, cfg: Config, x: float, y: float) -> None:
+    """Rotary positions, said where a position table would be: no step, nothing added."""
+    title = (
+        f"Rotary positions (RoPE): no position vector is added to the embeddings; each "
+        f"self-attention turns its Q and K by angles proportional to the token's position "
+        f"(θ base {cfg.rope_theta:g}, {cfg.rope_dim} of each head's {cfg.head_dim} dimensions)"
+    )
+    d.front.append(
+        f'<g class="gf-ov-rope-note"><title>{esc(title)}</title><rect x="{x:g}" y="{y:g}" '
+        f'width="232" height="30" rx="4" fill="#fff" stroke="{LINE}" stroke-dasharray="3 2"/>'
+        f'<text x="{x + 116:g}" y="{y + 13:g}" font-size="11" font-weight="600" '
+        f'text-anchor="middle">Rotary positions: no table added</text><text x="{x + 116:g}" '
+        f'y="{y + 25:g}" font-size="10" text-anchor="middle">RoPE turns Q and K in attention'
+        "</text></g>"
+    )
 
 
 def _block(d: _Drawing, cfg: Config, stack: str, i: int, x, x0, right, sy) -> list:
@@ -276,15 +337,17 @@ def _sublayer(d: _Drawing, cfg: Config, block: str, k: int, kind: str, w: int, x
     stream (post-LN). Returns where the next one starts and where its box is."""
     by = sy + 14
     mid = by + BOX_H / 2
-    pre = cfg.norm == "pre"
+    pre, ln_w = cfg.norm == "pre", _ln_w(cfg)
     d.front.append(f'<circle cx="{x:g}" cy="{sy:g}" r="2.5" fill="{STREAM}"/>')
-    box_x = x + 8 + (LN_W + 8 if pre else 0)
+    box_x = x + 8 + (ln_w + 8 if pre else 0)
     d.wire(f"M{x:g},{sy:g}V{mid:g}H{box_x:g}")
     d.arrow(box_x, mid, "right")
-    norm = f"{block}.norm{k}"
+    norm, rms = f"{block}.norm{k}", cfg.norm_kind == "rmsnorm"
     ln = f"LayerNorm norm{k}: (x − μ)/√(σ² + ε)·γ + β of each token's row"
+    ln = f"RMSNorm norm{k}: x/√(mean(x²) + ε)·g of each token's row" if rms else ln
+    label = "RMS" if rms else "LN"
     if pre:
-        d.box("norm", norm, (x + 8, mid - 9, LN_W, 18), "LN", ln + ", before the sublayer")
+        d.box("norm", norm, (x + 8, mid - 9, ln_w, 18), label, ln + ", before the sublayer")
     _sublayer_box(d, cfg, block, kind, (box_x, by, w, BOX_H))
     xa = box_x + w + 10
     d.wire(f"M{box_x + w:g},{mid:g}H{xa:g}V{sy + 8:g}")
@@ -294,41 +357,118 @@ def _sublayer(d: _Drawing, cfg: Config, block: str, k: int, kind: str, w: int, x
     d.add(f"{block}.add{k}", xa, sy, f"add{k}: x + {inner}, the residual connection")
     if pre:
         return xa + 19, box_x
-    d.box("norm", norm, (xa + 12, sy - 9, LN_W, 18), "LN", ln + ", after the add")
-    return xa + 12 + LN_W + 12, box_x
+    d.box("norm", norm, (xa + 12, sy - 9, ln_w, 18), label, ln + ", after the add")
+    return xa + 12 + ln_w + 12, box_x
 
 
 def _sublayer_box(d: _Drawing, cfg: Config, block: str, kind: str, rect) -> None:
     """The attention box (one square per head) or the FFN box of a block."""
-    stack, layer = block.split(".")
-    H, D, C, F = cfg.n_heads, cfg.head_dim, cfg.d_model, cfg.d_ff
     if kind == "ffn":
-        act = ACTIVATION[cfg.activation]
-        title = f"block {layer} FFN(x) = {act}(x·W1 + b1)·W2 + b2, on each token's row alone"
-        d.box("ffn", f"{block}.ffn", rect, f"Feed-forward|{C} → {F} → {C}|{act}", title)
+        _ffn_box(d, cfg, block, rect)
         return
+    stack, layer = block.split(".")
+    H, D, KV = cfg.n_heads, cfg.head_dim, cfg.kv_heads
     cross, causal = kind == "cross", stack == "decoder" and kind == "attn"
+    rope = cfg.positions == "rotary" and not cross  # RoPE turns self-attention's Q and K only
     site, what = f"{block}.{'cross' if cross else 'self'}_attn", "cross" if cross else "self"
-    sub = f"{H} heads · K, V from M" if cross else f"{H} heads × {D}" + " · causal" * causal
+    shared = f" · {KV} K/V" if KV != H else ""
+    sub = f"{H} heads{shared} · K, V from M" if cross else f"{H} heads × {D}{shared}"
+    sub += " · causal" * causal
     title = (
         f"block {layer} {what}-attention, {H} heads of {D}: A = softmax(Q·Kᵀ/√{D}) per head, "
         f"C = A·V, Z = concat(C_0 … C_{H - 1})·W_O"
     )
     title += "; queries from the decoder, keys and values from the encoder output M" * cross
     title += "; the causal mask: token t reads tokens 0 … t only" * causal
+    if KV != H:
+        title += (
+            f"; grouped-query attention: {KV} K/V heads, each shared by {H // KV} consecutive "
+            f"query heads (head h reads K/V head h // {H // KV})"
+        )
+    if rope:
+        title += (
+            f"; rotary positions: Q and K turned by RoPE at their positions before Q·Kᵀ "
+            f"(θ base {cfg.rope_theta:g}, {cfg.rope_dim} of {D} dimensions)"
+        )
     d.box(kind, site, rect, f"{what.capitalize()}-attention|{sub}", title, top=True)
     x, y, w, _ = rect
+    if rope:
+        tip = "RoPE: Q and K turned by their positions before the scores (no position table)"
+        d.front.append(
+            f'<g class="gf-ov-rope"><title>{esc(tip)}</title><rect x="{x + w - 31:g}" '
+            f'y="{y + 3:g}" width="28" height="12" rx="3" fill="{ROPE}"/><text x="{x + w - 17:g}" '
+            f'y="{y + 12:g}" font-size="8" text-anchor="middle">RoPE</text></g>'
+        )
+    _heads(d, cfg, site, f"block {layer}'s {what}-attention", cross, (x, y, w))
+
+
+def _heads(d: _Drawing, cfg: Config, site: str, whose: str, cross: bool, at) -> None:
+    """One square per query head at the bottom of an attention box; under them, with grouped
+    K/V heads, one bar per K/V head spanning the query heads that share it."""
+    x, y, w = at
+    H, KV = cfg.n_heads, cfg.kv_heads
+    G = H // KV
     side = min(14.0, (w - 8 - 2 * (H - 1)) / H)
     if side < 3:
         return  # too many heads for one square each: the label counts them
+    left = x + (w - H * side - 2 * (H - 1)) / 2
+    top, tall = (y + BOX_H - 12, 5) if G > 1 else (y + BOX_H - 11, 8)
     for h in range(H):
-        hx = x + (w - H * side - 2 * (H - 1)) / 2 + h * (side + 2)
+        hx = left + h * (side + 2)
+        reads = f", reading K/V head {h // G}" if G > 1 else ""
         d.front.append(
             f'<g class="gf-ov-box gf-ov-headbox" data-step="{site}.head{h}"><title>head {h} of '
-            f"block {layer}'s {what}-attention</title>"
-            f'<rect x="{hx:g}" y="{y + BOX_H - 11:g}" width="{side:g}" height="8" rx="1.5" '
+            f"{esc(whose)}{reads}</title>"
+            f'<rect x="{hx:g}" y="{top:g}" width="{side:g}" height="{tall}" rx="1.5" '
             f'fill="{"#b9a3d9" if cross else "#8fb8e0"}"/></g>'
         )
+    for g in range(KV if G > 1 else 0):
+        gx, gw = left + g * G * (side + 2), G * (side + 2) - 2
+        title = (
+            f"K/V head {g} of {whose}: the keys and values that query heads {g * G}-"
+            f"{g * G + G - 1} share, computed once"
+        )
+        d.front.append(
+            f'<g class="gf-ov-box gf-ov-kvbox" data-step="{site}.kv_head{g}"><title>{esc(title)}'
+            f'</title><rect x="{gx:g}" y="{y + BOX_H - 5:g}" width="{gw:g}" height="3.5" rx="1" '
+            f'fill="{"#7a5aa8" if cross else "#3f7cb8"}"/></g>'
+        )
+
+
+def _ffn_box(d: _Drawing, cfg: Config, block: str, rect) -> None:
+    """The FFN box: C -> F -> C and the activation; a gated FFN with its three projections,
+    each a box of its own step (the gate through the activation ⊙ the up projection, then the
+    down projection)."""
+    layer = block.split(".")[1]
+    C, F, act = cfg.d_model, cfg.d_ff, ACTIVATION[cfg.activation]
+    if cfg.ffn_kind != "gated":
+        title = f"block {layer} FFN(x) = {act}(x·W1 + b1)·W2 + b2, on each token's row alone"
+        d.box("ffn", f"{block}.ffn", rect, f"Feed-forward|{C} → {F} → {C}|{act}", title)
+        return
+    name, short = GATED[cfg.activation], act.split(" ")[0]
+    title = (
+        f"block {layer} gated FFN ({name}): FFN(x) = ({act}(x·W1) ⊙ x·W3)·W2, the gate W1 and "
+        f"the up projection W3 {C} → {F}, the down projection W2 {F} → {C}, on each token's row "
+        "alone"
+    )
+    d.box("ffn", f"{block}.ffn", rect, f"{name} FFN · F {F}", title, top=True)
+    x, y, _, _ = rect
+    parts = [
+        ("gate", 54, f"{short}(x·W1)", f"the gate x·W1 ({C} → {F}), through {act}"),
+        ("hidden", 14, "⊙", "hidden = the activated gate ⊙ the up projection, unit by unit"),
+        ("up", 34, "x·W3", f"the up projection x·W3 ({C} → {F})"),
+        ("out", 38, "→ ·W2", f"the down projection W2 ({F} → {C}): the FFN's output"),
+    ]
+    cx = x + 6
+    for step, w, text, tip in parts:
+        d.front.append(
+            f'<g class="gf-ov-box gf-ov-ffnpart" data-step="{block}.ffn.{step}"><title>'
+            f'{esc(tip)}</title><rect x="{cx:g}" y="{y + 20:g}" width="{w}" height="15" rx="3" '
+            f'fill="{"#fff" if step == "hidden" else "#cbe7c6"}" stroke="{LINE}"/>'
+            f'<text x="{cx + w / 2:g}" y="{y + 31:g}" font-size="9" text-anchor="middle">'
+            f"{esc(text)}</text></g>"
+        )
+        cx += w + 4
 
 
 def _band(d: _Drawing, stack: str, blocks: range, x, x0, right, sy) -> None:
@@ -360,7 +500,8 @@ def _outputs(cfg: Config, stack: str, classes) -> list[tuple]:
     C, V, n = cfg.d_model, cfg.vocab_size, cfg.n_classes
     tied = "tied: W_out = Eᵀ" if cfg.tie_embeddings else "untied: its own W_out"
     named = f": {', '.join(classes)}" if classes else ""
-    out = [("norm", f"{stack}.norm", 74, "LayerNorm|final", "the stream's final LayerNorm")]
+    norm = _norm(cfg)
+    out = [("norm", f"{stack}.norm", 74, f"{norm}|final", f"the stream's final {norm}")]
     out = out if cfg.norm == "pre" else []
     if stack == "encoder" and cfg.arch == "encoder-decoder":
         m = "M, the encoder's output: the keys and values of every cross-attention"

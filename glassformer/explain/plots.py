@@ -15,7 +15,7 @@ import numpy as np
 
 from glassformer.errors import GlassformerError
 from glassformer.explain.html import SMALL
-from glassformer.explain.select import attention_maps, head_of, select_steps
+from glassformer.explain.select import KVGroups, attention_maps, head_of, select_steps
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Trace
 
@@ -42,7 +42,7 @@ def write_attention_pngs(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise GlassformerError(f"cannot create {out}: {e.strerror}") from None
-    paths = []
+    paths, groups = [], KVGroups(trace.names())
     for m in maps:
         rows, cols = (
             None if x is None else display_tokens(x, token_kind) for x in trace.axis_labels(m.step)
@@ -65,6 +65,9 @@ def write_attention_pngs(
         ax.set_ylabel("query (attending)")
         named = head_of(m.step.name)
         head = f" · head {m.head} (the article's head {named})" if named != m.head else ""
+        shared = groups.kv_of(m.step.name)
+        head += f" · reads K/V head {shared[1]}" if shared else ""
+        head += " · Q and K turned by RoPE" * (m.step.name.replace(".A", ".Q_rot") in trace)
         fig.suptitle(f"{m.step.name}\n{m.kind}{head}", fontsize=10)
         fig.colorbar(image, ax=ax, shrink=0.8, label="attention weight")
         path = out / (re.sub(r"[^A-Za-z0-9._-]", "_", m.step.name) + ".png")

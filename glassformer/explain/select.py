@@ -3,8 +3,10 @@
 `select_steps(trace, layers, heads)` keeps the chosen blocks and heads of the model (an unknown
 one is an error that names what there is); `attention_maps(steps)` finds every attention matrix A
 with its site, layer, head and kind; `HeadNumbers` counts every head from 0, as the model does
-(the article's head1 and head2 are heads 0 and 1); `group_steps` nests the steps into groups
-(a block, a head, a decoding step) so that no group's header appears twice. Used by the HTML
+(the article's head1 and head2 are heads 0 and 1); `KVGroups` reads grouped-query attention off
+the names (the key/value head `kv_head{g}` that a group of query heads shares); `group_steps`
+nests the steps into groups (a block, a head, a decoding step) so that no group's header appears
+twice. Used by the HTML
 report, the PNG heatmaps and the CLI's `--layers` / `--heads`. Pure selection over step names:
 no HTML, no drawing, no printing.
 """
@@ -19,6 +21,7 @@ from glassformer.trace import Step, Trace
 
 _LAYER = re.compile(r"(?:^|\.)(?:encoder|decoder)\.(\d+)(?=\.)")
 _HEAD = re.compile(r"(?:^|\.)head(\d+)(?=\.)")
+_KV = re.compile(r"(?:^|\.)kv_head(\d+)(?=\.)")
 
 
 def layer_of(name: str) -> int | None:
@@ -67,6 +70,53 @@ class HeadNumbers:
         return f"head {n - 1} (the article's head {n})" if n is not None else ""
 
 
+class KVGroups:
+    """Grouped-query attention as the step names record it: per attention site (the name before
+    `head{h}`, e.g. `decoder.0.self_attn`) its query heads and the key/value heads `kv_head{g}`
+    they share, G = heads / kv heads consecutive query heads to each (query head h reads K/V
+    head h // G). A site without `kv_head` steps has one K and V per head (G = 1)."""
+
+    def __init__(self, names):
+        self.heads: dict[str, set[int]] = {}
+        self.kv: dict[str, set[int]] = {}
+        for name in names:
+            for pattern, found in ((_HEAD, self.heads), (_KV, self.kv)):
+                m = pattern.search(name)
+                if m and layer_of(name) is not None:
+                    found.setdefault(name[: m.start()], set()).add(int(m.group(1)))
+
+    def size(self, site: str) -> int:
+        """G: the query heads per key/value head at `site` (1: none shared)."""
+        kv = self.kv.get(site)
+        return max(len(self.heads.get(site, ())) // len(kv), 1) if kv else 1
+
+    def kv_of(self, name: str) -> tuple[str, int, range] | None:
+        """For a query head's step: (the prefix of its shared K/V head, that head's number g,
+        the query heads sharing it); None when its K and V are its own."""
+        m = _HEAD.search(name)
+        if not m:  # (a `kv_head` is no match: `head` must follow a dot)
+            return None
+        site, G = name[: m.start()], self.size(name[: m.start()])
+        if G == 1:
+            return None
+        g = int(m.group(1)) // G
+        return f"{site}.kv_head{g}", g, range(g * G, (g + 1) * G)
+
+    def queries(self, name: str) -> range | None:
+        """For a step of a shared K/V head (`...kv_head{g}...`): the query heads that read it."""
+        m = _KV.search(name)
+        if not m:
+            return None
+        G, g = self.size(name[: m.start()]), int(m.group(1))
+        return range(g * G, (g + 1) * G)
+
+
+def kv_head_of(name: str) -> int | None:
+    """The K/V head number in a step name (`...kv_head1.K` -> 1), or None."""
+    m = _KV.search(name)
+    return int(m.group(1)) if m else None
+
+
 def _family(name: str) -> str:
     m = _HEAD.search(name)
     return name[: m.start()] if m else name
@@ -76,15 +126,20 @@ def select_steps(
     trace: Trace, layers: list[int] | None = None, heads: list[int] | None = None
 ) -> list[Step]:
     """The steps of the chosen blocks and heads of the model (None = all). Steps outside the
-    blocks (embeddings, logits, the articles' hand-made steps) always stay."""
+    blocks (embeddings, logits, the articles' hand-made steps) always stay; a shared K/V head
+    (`kv_head{g}`) stays with any of the query heads that read it."""
     in_blocks = [s for s in trace.steps if layer_of(s.name) is not None]
     _check_choice("layer", layers, {layer_of(s.name) for s in in_blocks})
     _check_choice("head", heads, {head_of(s.name) for s in in_blocks} - {None})
+    groups = KVGroups(s.name for s in in_blocks)
 
     def keep(s: Step) -> bool:
         layer, head = layer_of(s.name), head_of(s.name)
         if layer is None:
             return True
+        readers = groups.queries(s.name)
+        if heads is not None and readers is not None:
+            return (layers is None or layer in layers) and bool(set(readers) & set(heads))
         return (layers is None or layer in layers) and (
             heads is None or head is None or head in heads
         )
@@ -202,7 +257,7 @@ def group_steps(steps: list[Step], prefix: tuple[str, ...] = ()) -> list:
             out.extend(run)
             continue
         parts = tuple(key.split("."))
-        if _is_block(parts) or re.fullmatch(r"head\d+", parts[-1]):
+        if _is_block(parts) or re.fullmatch(r"(kv_)?head\d+", parts[-1]):
             out.append(Group(key, list(run)))
             continue
         items = group_steps(run, parts)

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glassformer.explain.select import HeadNumbers
+from glassformer.explain.select import HeadNumbers, KVGroups, head_of
+from glassformer.explain.values import SHOWS, Say, generic, mask_sentence, max_abs, rounded
 from glassformer.glossary import MEANINGS, PLACES, TITLES
 from glassformer.tokenizer.display import display_token
 from glassformer.trace import Step, Trace
@@ -30,40 +31,22 @@ from glassformer.trace import Step, Trace
 SEP = " · "
 
 
-def rounded(x) -> str:
-    """A number for reading: 3 significant digits, an exponent only outside [1e-4, 1e6), as
-    heatmap.js's `fmt` writes it (the exact value goes in a title, on hover and in exports)."""
-    v = float(x)
-    if np.isnan(v):
-        return "nan"
-    if np.isinf(v):
-        return "-inf" if v < 0 else "inf"
-    if v == 0:
-        return "0"
-    if abs(v) >= 1e6 or abs(v) < 1e-4:
-        mantissa, exponent = f"{v:.2e}".split("e")
-        return f"{mantissa}e{int(exponent):+d}"
-    r = float(f"{v:.3g}")
-    return str(int(r)) if r.is_integer() else repr(r)
-
-
-def percent(p: float) -> str:
-    return f"{rounded(100 * float(p))}%"
-
-
-# -- naming: what the model is, so that a title says just enough --------------------------------
-
-
 @dataclass(frozen=True)
 class Naming:
     """stacks: name the stack (the model has an encoder and a decoder); cross: the decoder's
     blocks have cross-attention (their sublayer 2 is it); classifier: logits and probabilities
-    are one per class; heads: the one head numbering (None: every head as named, from 0)."""
+    are one per class; heads: the one head numbering (None: every head as named, from 0);
+    norm: the model's norm ("LayerNorm" or "RMSNorm"); groups: the query heads that share each
+    key/value head (grouped-query attention; 1: none shared); rotary: Q and K of self-attention
+    are turned by rotary positions (RoPE), and no positions are added to the embeddings."""
 
     stacks: bool = False
     cross: bool = False
     classifier: bool = False
     heads: HeadNumbers | None = None
+    norm: str = "LayerNorm"
+    groups: int = 1
+    rotary: bool = False
 
 
 def naming(of=None, heads: HeadNumbers | None = None) -> Naming:
@@ -75,10 +58,21 @@ def naming(of=None, heads: HeadNumbers | None = None) -> Naming:
         classifier = any(s.name.endswith("logits") and len(s.shape) == 1 for s in of.steps)
         heads = heads if heads is not None else HeadNumbers(of.steps)
         both = {"encoder", "decoder"} <= parts
-        return Naming(both, "cross_attn" in parts, classifier, heads)
+        kv = KVGroups(s.name for s in of.steps)
+        modern = {
+            "norm": "RMSNorm" if "rms" in parts and "std" not in parts else "LayerNorm",
+            "groups": max([kv.size(site) for site in kv.kv] or [1]),
+            "rotary": "Q_rot" in parts,
+        }
+        return Naming(both, "cross_attn" in parts, classifier, heads, **modern)
     arch = getattr(of, "arch", None)  # a Config
     classifier = arch == "encoder" and bool(getattr(of, "n_classes", 0))
-    return Naming(arch == "encoder-decoder", arch == "encoder-decoder", classifier, heads)
+    modern = {
+        "norm": "RMSNorm" if getattr(of, "norm_kind", "") == "rmsnorm" else "LayerNorm",
+        "groups": of.n_heads // of.kv_heads if hasattr(of, "kv_heads") else 1,
+        "rotary": getattr(of, "positions", None) == "rotary",
+    }
+    return Naming(arch == "encoder-decoder", arch == "encoder-decoder", classifier, heads, **modern)
 
 
 # -- titles -------------------------------------------------------------------------------------
@@ -97,6 +91,7 @@ class _Parts:
     sub: str | None = None  # "self", "cross", "ffn"
     norm: str | None = None  # "block" (a block's k-th), "final", "embed", "plain"
     head: str | None = None
+    kv: int | None = None  # a shared key/value head (`kv_head{g}`): g
     leaf: str | None = None
     ends: bool = False  # the name ends at its sublayer (the walkthroughs' `ffn`): its output
 
@@ -121,6 +116,8 @@ def _parse(name: str) -> _Parts:
             p.leaf, k = "add", int(m.group(2))
         elif m and m.group(1) == "head":
             p.head = c
+        elif c.startswith("kv_head") and c[len("kv_head") :].isdigit():
+            p.kv = int(c[len("kv_head") :])
         elif m and m.group(1) in ("step", "block"):
             what = "decoding step" if m.group(1) == "step" else "block"
             p.places.append(f"{what} {m.group(2)}")
@@ -138,7 +135,7 @@ def _sub_word(p: _Parts, n: Naming) -> str | None:
     if p.sub == "k2":  # a decoder block's second sublayer: cross-attention when it has one
         return "cross-attention" if n.cross else "feed-forward"
     if p.sub == "self":
-        return "self-attention" if n.stacks else None if p.head else "attention"
+        return "self-attention" if n.stacks else None if p.head or p.kv is not None else "attention"
     return {"cross": "cross-attention", "ffn": "feed-forward", None: None}[p.sub]
 
 
@@ -178,11 +175,16 @@ def title(name: str, of=None) -> str:
     if sub:
         out.append(sub)
     if p.norm:
-        norm = {"final": "final LayerNorm", "embed": "embedding LayerNorm"}.get(p.norm)
-        out.append(norm or "LayerNorm")
+        out.append({"final": "final ", "embed": "embedding "}.get(p.norm, "") + n.norm)
     if p.head:
         heads, probe = n.heads or HeadNumbers([]), name + "."  # a group's key ends at its head
-        out.append(heads.label(probe) or f"head {heads.shown(probe)}")
+        shown = heads.label(probe) or f"head {heads.shown(probe)}"
+        h = heads.shown(probe)
+        if n.groups > 1 and p.leaf is None and not p.ends and h is not None:
+            shown += f" (K and V from K/V head {h // n.groups})"  # a head's group of steps
+        out.append(shown)
+    if p.kv is not None:
+        out.append(f"K/V head {p.kv}" + (f" ({_sharing(p.kv, n.groups)})" if n.groups > 1 else ""))
     leaf = _leaf_word(p, n)
     if leaf:
         if not out and p.leaf in ("logits", "probs", "pooled", "embedding"):
@@ -225,36 +227,48 @@ def kind(name: str, of=None) -> str:
     return "block" if leaf in _BLOCKS else _SAME.get(leaf, leaf)
 
 
+def _sharing(g: int, G: int) -> str:
+    """Who reads K/V head g when G query heads share each: "shared by query heads 2-3"."""
+    return f"shared by query heads {g * G}-{(g + 1) * G - 1}"
+
+
+_ROTARY_INPUT = (
+    "What the first layer reads: each token's embedding alone; rotary positions add no vector "
+    "here, they turn Q and K inside each self-attention."
+)
+
+
+_RMS_OUT = (
+    "Each token's vector divided by its root mean square and scaled by g, a learned vector of C "
+    "numbers: RMSNorm neither centres the vector nor shifts it."
+)
+
+
 def what(name: str, of=None) -> str:
     """One plain sentence of what a step does, by its kind (FALLBACK for a name the engine and
-    the walkthroughs never record)."""
-    return MEANINGS.get(kind(name, of), FALLBACK)
+    the walkthroughs never record); a second one where today's decoders' options change it (a
+    shared K/V head, scores of rotated queries and keys)."""
+    n, p, k = naming(of), _parse(name), kind(name, of)
+    if k == "input" and n.rotary:
+        return _ROTARY_INPUT
+    said = MEANINGS.get(k, FALLBACK)
+    if n.norm == "RMSNorm":
+        said = _RMS_OUT if k == "norm.out" else said.replace("LayerNorm", "RMSNorm")
+    if p.kv is not None:
+        G = max(n.groups, 1)
+        said += (
+            f" This K/V head is {_sharing(p.kv, G) if G > 1 else 'shared'}: grouped-query "
+            "attention computes it once for the whole group."
+        )
+    if k == "scores" and n.rotary and p.sub != "cross":
+        said += (
+            " With rotary positions these are the turned queries and keys, Ω = Q_rot·K_rotᵀ: a "
+            "score depends on how far apart the two tokens are."
+        )
+    return said
 
 
 # -- what this run shows ------------------------------------------------------------------------
-
-
-class _Say:
-    """Labels of a step's rows and columns, and how a sentence names a row or a column."""
-
-    def __init__(self, rows, cols):
-        self.rows, self.cols = rows, cols
-
-    @staticmethod
-    def _one(labels, i: int, what: str) -> str:
-        if labels is None or i >= len(labels):
-            return f"#{i}" if what == "#" else f"{what} {i}"
-        label = str(labels[i])
-        twice = sum(1 for x in labels if str(x) == label) > 1
-        if not twice:
-            return f"“{label}”"
-        return f"“{label}” (#{i})" if what == "#" else f"“{label}” at {what} {i}"
-
-    def row(self, i: int, what: str = "position") -> str:
-        return self._one(self.rows, i, what)
-
-    def col(self, j: int, what: str = "position") -> str:
-        return self._one(self.cols, j, what)
 
 
 def shows(step: Step, trace: Trace, labels=None, kind_of: str | None = None, *, token_kind=None):
@@ -276,284 +290,48 @@ def shows(step: Step, trace: Trace, labels=None, kind_of: str | None = None, *, 
         rows = [display_token(str(t), token_kind) for t in words]  # logits, probs: the tokens
     if v.ndim == 1 and cols is None:
         rows, cols = None, rows  # a vector's labels belong to its entries
-    say = _Say(rows, cols)
+    say = Say(rows, cols)
     classes = Naming(classifier=v.ndim == 1 and "pooled" in trace)  # a classifier's outputs
     k = kind_of if kind_of is not None else kind(step.name, classes)
     if v.dtype == bool or k in ("mask", "mask_simple", "dropout.mask"):
-        return _mask(v, k)
+        return mask_sentence(v, k)
     f = v.astype(np.float64)
     if v.ndim == 0:
         return f"Its value is {rounded(f)}."
     if k == "max_abs":
-        return _max_abs(f, say)
+        return max_abs(f, say)
     bad = ~np.isfinite(f)
     if bad.any():
         return f"{int(bad.sum())} of {f.size} values are not finite (NaN or ±∞)."
-    fn = _SHOWS.get(k)
-    return fn(f, say, step, trace) if fn else _generic(f, say)
+    fn = SHOWS.get(k)
+    return fn(f, say, step, trace) if fn else generic(f, say)
 
 
-def _matrices(v: np.ndarray):
-    """(index text, matrix) for each matrix over the last two axes of v."""
-    if v.ndim <= 2:
-        return [("", v.reshape(-1, v.shape[-1]))]
-    return [(f"In [{', '.join(map(str, i))}], ", v[i]) for i in np.ndindex(*v.shape[:-2])]
+# -- what a head shares and reads: today's decoders' attention ----------------------------------
 
 
-def _sibling(trace: Trace, step: Step, *names: str) -> np.ndarray | None:
-    """The values of the first of `names` recorded beside `step` (same prefix)."""
-    prefix = step.name.rpartition(".")[0]
-    for n in names:
-        full = f"{prefix}.{n}" if prefix else n
-        if n and full in trace:
-            return np.asarray(trace[full])
-    return None
-
-
-def _allowed(step: Step, trace: Trace, v: np.ndarray) -> np.ndarray:
-    """Where a query may attend: the mask beside the step, else where its weight is > 0."""
-    mask = _sibling(trace, step, "mask")
-    if mask is not None and mask.shape == v.shape[-2:]:
-        return np.broadcast_to(mask.astype(bool), v.shape)
-    return v > 0
-
-
-def _span(lo: float, hi: float, verbs: tuple[str, str] = ("run", "are all")) -> str:
-    """'run from a to b', or 'are all a' when the two read the same (with the verbs given)."""
-    a, b = rounded(lo), rounded(hi)
-    return f"{verbs[1]} {a}" if a == b else f"{verbs[0]} from {a} to {b}"
-
-
-def _attention(v, say: _Say, step, trace) -> str:
-    if v.ndim == 1:
-        j = int(np.argmax(v))
-        return f"The largest weight, {percent(v[j])}, goes to {say.col(j)}."
-    allowed = _allowed(step, trace, v)
-    best = None
-    for (where, a), (_, ok) in zip(_matrices(v), _matrices(allowed), strict=True):
-        top, seen = a.max(-1), ok.sum(-1)
-        rows = np.where(seen >= 2)[0]
-        rows = rows if rows.size else np.arange(a.shape[0])
-        i = int(rows[np.argmax(top[rows])])
-        if best is None or top[i] > best[0]:
-            best = (top[i], where, i, int(np.argmax(a[i])), seen[i], top[rows].mean(), rows.size)
-    p, where, i, j, seen, mean, n = best
-    alone = " (the only key it may see)" if seen < 2 else ""
-    if v.shape[-2] == 1:
-        text = f"{where}row {say.row(i)} gives {percent(p)} of its attention to {say.col(j)}"
+def sharing(name: str, groups: KVGroups) -> str:
+    """What a query head shares under grouped-query attention: "Head 3 shares K and V with head
+    2: both read K/V head 1 (grouped-query attention)." ('' when its K and V are its own)."""
+    found = groups.kv_of(name)
+    head = head_of(name)
+    if found is None or head is None:
+        return ""
+    _, g, readers = found
+    rest = [str(h) for h in readers if h != head]
+    if len(readers) == len(groups.heads.get(name[: name.index(f".head{head}")], ())):
+        others, kind = "every other head of this layer", "multi-query attention"
     else:
-        text = f"{where}the most focused row is {say.row(i)}: {percent(p)} of its attention "
-        text += f"goes to {say.col(j)}"
-    text += alone
-    if n > 1:
-        text += f"; on average a row gives its top key {percent(mean)}"
-    return text[0].upper() + text[1:] + "."
-
-
-def _scores(v, say: _Say, step, trace) -> str:
-    mask = _sibling(trace, step, "mask")
-    ok = np.ones(v.shape, bool)
-    if mask is not None and mask.shape == v.shape[-2:]:
-        ok = np.broadcast_to(mask.astype(bool), v.shape)
-    idx = np.unravel_index(int(np.argmax(np.where(ok, v, -np.inf))), v.shape)
-    where = f"in [{', '.join(map(str, idx[:-2]))}] " if v.ndim > 2 else ""
-    cell = f"{where}row {say.row(int(idx[-2]))} with column {say.col(int(idx[-1]))}"
-    lead = "The scores"
-    scores = _sibling(trace, step, "scores") if step.name.endswith("scaled") else None
-    if scores is not None and scores.shape == v.shape:
-        nz = np.abs(v) > 1e-12
-        if nz.any():
-            lead = f"Divided by {rounded(np.median(scores[nz] / v[nz]))}, the scores"
-    if ok.sum() == 1:
-        return f"{lead[: -len('scores')]}one score is {rounded(v[idx])}: {cell}."
-    allow = " where the mask allows" if not ok.all() else ""
-    return f"{lead} {_span(v[ok].min(), v[ok].max())}{allow}; the largest is {cell}."
-
-
-def _mask(v, k: str) -> str:
-    b = np.asarray(v) != 0
-    if k == "dropout.mask":
-        return f"{int(b.sum())} of {b.size} weights are kept ({percent(b.mean())})."
-    m = b.reshape(-1, *b.shape[-2:])[0] if b.ndim >= 2 else b
-    pairs = f"{int(b.sum())} of {b.size} query–key pair{'s' * (b.size != 1)} may attend"
-    if b.size == 1:
-        return f"{pairs}: the one token sees itself."
-    if m.ndim == 2 and m.shape[0] == m.shape[1] and np.array_equal(m, np.tril(np.ones_like(m))):
-        return f"{pairs}: causal, each position sees itself and the positions before it."
-    if b.all():
-        return f"{pairs}: all of them, nothing is hidden."
-    hidden = np.where(~m.any(0))[0] if m.ndim == 2 else np.where(~m)[0]
-    if hidden.size:
-        listed = ", ".join(map(str, hidden[:8])) + (" ..." if hidden.size > 8 else "")
-        return f"{pairs}; no query sees position{'s' * (hidden.size > 1)} {listed}."
-    return f"{pairs}."
-
-
-def _norms(v, say: _Say, what: str = "row") -> str:
-    if v.ndim == 1:
-        return _vector(v, say)
-    n = np.linalg.norm(v.reshape(-1, v.shape[-1]), axis=-1)
-    if n.size == 1:
-        return f"Its length is ‖·‖ = {rounded(n[0])}."
-    i, j = int(np.argmax(n)), int(np.argmin(n))
-    if rounded(n[i]) == rounded(n[j]):
-        return f"Every {what} has the same length, ‖·‖ = {rounded(n[0])}."
-    if v.ndim > 2:
-        return (
-            f"The lengths ‖·‖ of the {n.size} {PLURALS.get(what, what + 's')} {_span(n[j], n[i])}."
+        kind = "grouped-query attention"
+        others = (
+            f"head {rest[0]}" if len(rest) == 1 else f"heads {', '.join(rest[:-1])} and {rest[-1]}"
         )
-    return (
-        f"The longest {what} is {say.row(i)} (‖·‖ = {rounded(n[i])}), the shortest "
-        f"{say.row(j)} ({rounded(n[j])})."
-    )
+    every = "both" if len(readers) == 2 else f"all {len(readers)}"
+    return f"Head {head} shares K and V with {others}: {every} read K/V head {g} ({kind})."
 
 
-PLURALS = {"query": "queries"}
-
-
-def _noun(what: str):
-    return lambda v, say, step, trace: _norms(v, say, what)
-
-
-def _head_output(v, say: _Say, step, trace) -> str:
-    p = _parse(step.name)
-    return _norms(v, say, "head output" if p.head or p.layer is not None else "context vector")
-
-
-def _positions(v, say: _Say, step, trace) -> str:
-    return _norms(v, _Say(None, None), "position vector")
-
-
-def _residual(v, say: _Say, step, trace) -> str:
-    """How long the sublayer's output is beside the residual stream it is added to."""
-    k = step.name.rpartition(".")[2][len("add") :]
-    names = {"1": ("self_attn.Z",), "2": ("cross_attn.Z", "ffn.out"), "3": ("ffn.out",)}
-    prefix = step.name.rpartition(".")[0]
-    for n in names.get(k, ()):
-        full = f"{prefix}.{n}"
-        if full in trace and np.shape(trace[full]) == v.shape and v.ndim == 2:
-            f = np.asarray(trace[full], dtype=np.float64)
-            x = np.maximum(np.linalg.norm(v - f, axis=-1), 1e-300)
-            ratio = np.linalg.norm(f, axis=-1) / x
-            i = int(np.argmax(ratio))
-            text = (
-                f"The sublayer adds a vector {rounded(ratio.mean())} times as long as its input x"
-            )
-            if ratio.size == 1:
-                return text + "."
-            return text + f" on average (the most for {say.row(i)}: {rounded(ratio[i])} times)."
-    return _norms(v, say)
-
-
-def _row_stat(v, say: _Say, what: str) -> str:
-    x = v.reshape(-1)
-    if x.size == 1:
-        return f"The {what} is {rounded(x[0])}."
-    i, j = int(np.argmin(x)), int(np.argmax(x))
-    return f"The {what}s run from {rounded(x[i])} ({say.row(i)}) to {rounded(x[j])} ({say.row(j)})."
-
-
-def _layer_norm(v, say: _Say, step, trace) -> str:
-    name = step.name.rpartition(".")[2]
-    if name == "mean":
-        return _row_stat(v, say, "row mean")
-    if name == "std":
-        return _row_stat(v, say, "spread") + " LayerNorm divides each row by its own."
-    after = v.reshape(-1, v.shape[-1]).std(-1)
-    before = _sibling(trace, step, "std")
-    was = ""
-    if before is not None:
-        was = f" (before LayerNorm it {_span(before.min(), before.max(), ('ran', 'was'))})"
-    if name == "normalized":
-        return f"Every row now has mean 0 and spread {rounded(after.max())}{was}."
-    spread = _span(after.min(), after.max(), ("runs", "is"))
-    return f"After γ and β the rows' spread {spread}{was}."
-
-
-def _hidden(v, say: _Say, step, trace) -> str:
-    m = v.reshape(-1, v.shape[-1])
-    zeros, negative = float(np.mean(m == 0)), float(np.mean(m < 0))
-    i, j = np.unravel_index(int(np.argmax(m)), m.shape)
-    units = f"({m.shape[1]} units × {m.shape[0]} token{'s' * (m.shape[0] != 1)})"
-    if zeros > 0:
-        cut = f"{percent(zeros)} of the hidden values {units} are exactly 0, cut by the activation"
-    else:
-        cut = f"{percent(negative)} of the hidden values {units} are below 0"
-    return f"{cut}; the largest is unit {j} for {say.row(int(i))}: {rounded(m[i, j])}."
-
-
-def _outputs(v, say: _Say, step, trace) -> str:
-    """Logits and probabilities: the top entry at the last position (or of the one row)."""
-    probs = step.name.endswith("probs")
-    row = v if v.ndim == 1 else v.reshape(-1, v.shape[-1])[-1]
-    order = np.argsort(-row, kind="stable")
-    top, nxt = int(order[0]), int(order[min(1, row.size - 1)])
-    classes = v.ndim == 1 and "pooled" in trace
-
-    def show(j: int) -> str:
-        return say.col(j, "class" if classes else "#")
-
-    val = percent if probs else rounded
-    if classes:
-        text = (
-            f"the most likely class is {show(top)}" if probs else f"{show(top)} has the top logit"
-        )
-    else:
-        what = "the most likely next token is" if probs else "the highest logit is"
-        where = f"after {say.row(v.shape[0] - 1)} (the last position), " if v.ndim == 2 else ""
-        text = f"{where}{what} {show(top)}"
-    text = text[0].upper() + text[1:] + (f" at {val(row[top])}" if probs else f", {val(row[top])}")
-    if row.size > 1:
-        text += f", then {show(nxt)}{' at ' if probs else ', '}{val(row[nxt])}"
-    return text + "."
-
-
-def _vector(v, say: _Say, step=None, trace=None) -> str:
-    x = v.reshape(-1)
-    j = int(np.argmax(np.abs(x)))
-    unit = " (unit length)" if step is not None and step.name.endswith("embedding") else ""
-    return (
-        f"Its length is ‖·‖ = {rounded(np.linalg.norm(x))}{unit}; its largest component is "
-        f"{say.col(j, 'dimension')}: {rounded(x[j])}."
-    )
-
-
-def _max_abs(v, say: _Say) -> str:
-    bad = np.where(~np.isfinite(v))[0]
-    if bad.size:
-        return (
-            f"NaN from {say.col(int(bad[0]), 'block')} on: the numbers overflowed "
-            f"({bad.size} of {v.size} blocks)."
-        )
-    return (
-        f"The largest |value| goes from {rounded(v[0])} after the first block to "
-        f"{rounded(v[-1])} after the last."
-    )
-
-
-def _ids(v, say: _Say, step, trace) -> str:
-    words = say.cols or [f"#{int(i)}" for i in v.reshape(-1)]
-    return f"After {words[0]} the decoding chose {len(words) - 1}: {' '.join(words[1:])}."
-
-
-def _generic(v, say: _Say) -> str:
-    x = v.reshape(-1)
-    text = f"The values {_span(x.min(), x.max())}"
-    if v.ndim == 1 and x.size > 1:
-        j = int(np.argmax(x))
-        text += f"; the largest is {say.col(j, 'entry')}"
-    return text + "."
-
-
-_SHOWS = {
-    "A": _attention, "weights_2": _attention, "masked_simple_norm": _attention,
-    "scores": _scores, "scaled": _scores, "X": _noun("embedding"), "P": _positions,
-    "Q": _noun("query"), "K": _noun("key"), "V": _noun("value"), "cross.Q": _noun("query"),
-    "cross.K": _noun("key"), "cross.V": _noun("value"), "C": _head_output,
-    "concat": _noun("row"), "Z": _noun("row"), "add": _residual, "mean": _layer_norm,
-    "std": _layer_norm, "normalized": _layer_norm, "norm.out": _layer_norm, "hidden": _hidden,
-    "ffn.out": _noun("output"), "block.out": _noun("output"), "output": _noun("output"),
-    "input": _noun("input"), "sum": _noun("row"), "types": _noun("row"), "logits": _outputs,
-    "probs": _outputs, "class.logits": _outputs, "class.probs": _outputs, "pooled": _vector,
-    "embedding": _vector, "output_ids": _ids,
-}  # fmt: skip
+def rotated(trace: Trace, prefix: str) -> str:
+    """'' or the sentence that a head's scores are those of its rotated Q and K (RoPE)."""
+    if f"{prefix}.Q_rot" not in trace:
+        return ""
+    return "The scores use the rotated queries and keys, Ω = Q_rot·K_rotᵀ (rotary positions)."

@@ -28,11 +28,11 @@ from glassformer import views
 from glassformer.decoding import Decoding
 from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
-from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data, table
+from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data
 from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
 from glassformer.explain.words import Naming, naming, title
-from glassformer.serve import fidelity, generation, runs
+from glassformer.serve import fidelity, generation, neuron, runs
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import jsonable
@@ -282,6 +282,7 @@ class Explorer:
                     "kind": a.kind,
                     "shape": list(a.step.shape),
                     "label": heads.label(a.step.name),
+                    "about": neuron.about(run.trace, a.step.name.rpartition(".")[0]),
                 }
                 for a in maps
             ],
@@ -320,17 +321,18 @@ class Explorer:
         rows, cols = page.labels(s)
         key = page.key[id(s)]
         body_html = page.matrix(key, s.values, rows, cols, True, page.masked(s), s.name)
-        label = page.heads.label(s.name)
+        prefix = s.name.rpartition(".")[0]
+        label = " ".join(
+            x for x in (page.heads.label(s.name), neuron.about(run.trace, prefix)) if x
+        )
         caption = f"<code>{esc(s.name)}</code> {esc(s.equation)} · {dims(s.shape)}"
         caption += f" · {esc(label)}" if label else ""
-        prefix = s.name.rpartition(".")[0]
-        neuron = f"{prefix}.Q" in run.trace and f"{prefix}.K" in run.trace
         return {
             "name": s.name,
             "html": f'<figure class="att"><figcaption>{caption}</figcaption>{body_html}</figure>',
             "maps": page.maps,
             "shape": list(s.shape),
-            "neuron": neuron,
+            "neuron": neuron.sources(run.trace, prefix) is not None,
         } | _small_values(page, s)
 
     def heads(self, body: dict) -> dict:
@@ -354,38 +356,19 @@ class Explorer:
 
     def neuron(self, body: dict) -> dict:
         """One attention score taken apart: q_i and k_j per dimension, their product, the sum,
-        the scaling and the softmax weight (bertviz's neuron view), from the trace's steps."""
+        the scaling and the softmax weight (bertviz's neuron view; `neuron.take_apart`)."""
         name = text(body, "name")
         for k in ("i", "j"):  # a number before the run; its range (the run's tokens) after
             integer(body, k, 0, None, says="a token position >= 0")
         m, run = self.run(body)
         s = self._step(run, name)
         prefix = s.name.rpartition(".")[0]
-        tr = run.trace
-        if f"{prefix}.Q" not in tr or f"{prefix}.K" not in tr or tr[f"{prefix}.Q"].ndim != 2:
+        if neuron.sources(run.trace, prefix) is None:
             raise NotFound(f"{prefix} has no Q and K matrices recorded to take apart")
-        Q, K = tr[f"{prefix}.Q"], tr[f"{prefix}.K"]
-        i = integer(body, "i", 0, Q.shape[0] - 1)
-        j = integer(body, "j", 0, K.shape[0] - 1)
-        q, k = Q[i], K[j]
-        prod = q * k
-        page = self._renderer(m, run)
-        rows, cols = page.labels(s) if len(s.shape) == 2 else (None, None)
-        out = {
-            "name": prefix, "i": i, "j": j, "q": q, "k": k, "product": prod,
-            "sum": float(prod.sum()), "D": int(q.size),
-            "query": rows[i] if rows and i < len(rows) else str(i),
-            "key": cols[j] if cols and j < len(cols) else str(j),
-            "html": table(np.stack([q, k, prod]), ["q", "k", "q×k"], list(map(str, range(q.size)))),
-        }  # fmt: skip
-        for what in ("scores", "scaled", "A"):
-            if f"{prefix}.{what}" in tr and tr[f"{prefix}.{what}"].ndim == 2:
-                out[what] = float(tr[f"{prefix}.{what}"][i, j])
-        if f"{prefix}.A" in tr and tr[f"{prefix}.A"].ndim == 2:
-            out["row"] = tr[f"{prefix}.A"][i]
-        mask = f"{prefix}.mask"
-        out["masked"] = bool(mask in tr and tr[mask].ndim == 2 and not tr[mask][i, j])
-        return out
+        n_q, n_k = neuron.extent(run.trace, prefix)
+        i, j = integer(body, "i", 0, n_q - 1), integer(body, "j", 0, n_k - 1)
+        rows, cols = self._renderer(m, run).labels(s) if len(s.shape) == 2 else (None, None)
+        return neuron.take_apart(run.trace, s, i, j, rows, cols)
 
     def cross(self, body: dict) -> dict:
         """The last decoder token's cross-attention over the source tokens, every layer and head

@@ -24,6 +24,8 @@ import numpy as np
 from glassformer import decoding, numerics
 from glassformer import interventions as I
 from glassformer.errors import GlassformerError
+from glassformer.explain.select import KVGroups
+from glassformer.explain.words import sharing
 from glassformer.model import Decoding, Model
 from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
@@ -177,6 +179,9 @@ def intervene(
         changed = I.run_with(forward, _input(run), fns)
     delta = np.abs(np.asarray(changed) - np.asarray(clean))
     out: dict = {"how": how, "heads": heads, "max_abs_change": float(np.nanmax(delta))}
+    notes = shared_notes(run, heads)
+    if notes:
+        out["notes"] = notes
     if m.cfg.arch == "encoder":
         return out | _encoder_change(m, clean, changed)
     moved = [int(t) for t in np.flatnonzero(clean.argmax(-1) != changed.argmax(-1))]
@@ -196,6 +201,22 @@ def intervene(
         out["source"] = top_tokens(m, forward(_input(source))[pos], 0, ids)
     if how != "patch":
         out["continuation"] = _continuations(m, run, fns)
+    return out
+
+
+def shared_notes(run: Run, heads: list[dict]) -> list[str]:
+    """What changing a query head leaves alone when it shares its K and V (grouped-query
+    attention): one sentence per such head."""
+    groups, out = KVGroups(run.trace.names()), []
+    for h in heads:
+        name = I.head_name(h["layer"], h["head"], h["stack"], h["kind"])
+        said = sharing(name, groups)
+        if said:
+            where = f"{h['stack']}.{h['layer']}.{h['kind']}"
+            out.append(
+                f"{where}: {said} Only head {h['head']}'s own output C changes; the K/V head it "
+                "reads, and the other heads that read it, are as they were."
+            )
     return out
 
 

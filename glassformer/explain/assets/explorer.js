@@ -24,17 +24,7 @@
   window.gfLatency = [];
 
   // -- small helpers ---------------------------------------------------------------------------
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) e.append(c);
-    return e;
-  }
+  const el = H.el;  // heatmap.js: an element with attributes and children
   const NS = H.svgNamespace();
   function svgEl(tag, attrs, text) {
     const e = document.createElementNS(NS, tag);
@@ -595,7 +585,8 @@
     const query = ax && ax.rows[n.i] ? rowLabel(ax.rows[n.i]) : n.query;
     const lines = [
       el("h3", { text: "Neuron view: " + n.name + ", query (row) " + n.i + " (" + query + ") · key (column) " + n.j + " (" + n.key + ")" }),
-      el("p", { class: "sub", text: "q is row " + n.i + " of Q, k is row " + n.j + " of K; their product dimension by dimension, summed, is the score. Colours: blue = positive, red = negative, white = 0 (as in the maps, where blue = high)." }),
+      el("p", { class: "sub", text: (n.says || "q is row " + n.i + " of Q, k is row " + n.j + " of K") + "; their product dimension by dimension, summed, is the score. Colours: blue = positive, red = negative, white = 0 (as in the maps, where blue = high)." }),
+      n.about ? el("p", { class: "sub about", text: n.about }) : null,
       tbl,
       el("p", { class: "sum", "data-sum": String(n.sum) }, "Ω[" + n.i + "," + n.j + "] = Σ_d q_d·k_d = ", numEl(n.sum), n.scores !== undefined ? el("span", {}, "   (the trace's scores: ", numEl(n.scores), ")") : null),
     ];
@@ -603,7 +594,7 @@
     if (n.A !== undefined) lines.push(n.masked ? el("p", { class: "sum", "data-a": String(n.A), text: "masked: this key is hidden from this query (−∞ before the softmax), A = 0" })
       : el("p", { class: "sum", "data-a": String(n.A) }, "A[" + n.i + "," + n.j + "] = softmax of row " + n.i + " at column " + n.j + " = ", numEl(n.A)));
     lines.push(exportButtons(() => m, () => "neuron-" + n.name + "-" + n.i + "-" + n.j));
-    panel.replaceChildren(...lines);
+    panel.replaceChildren(...lines.filter(Boolean));
   }
 
   // -- every step (lazy: a group's steps are fetched when it opens and scrolls into view) -----
@@ -990,6 +981,7 @@
     intervene();
   }
   $("position").addEventListener("change", e => choosePosition(e.target.value));
+  const aboutHead = (maps, l, h) => { const a = maps.find(x => x.layer === l && x.head === h); return a && a.about ? " · " + a.about : ""; };
   function renderHeadButtons() {
     const box = $("head-buttons"), run = state.run;
     if (!run) return;
@@ -999,7 +991,7 @@
       const here = maps.filter(a => a.site === s), layers = H.unique(here.map(a => a.layer)), heads = H.unique(here.map(a => a.head));
       const t = el("table", {}, el("caption", { text: s }), el("tr", {}, el("th"), ...heads.map(h => el("th", { text: "head " + h }))));
       for (const l of layers) t.append(el("tr", {}, el("th", { text: "layer " + l }), ...heads.map(h => {
-        const b = el("button", { type: "button", class: "head-toggle" + (state.ablated.has(headKey(s, l, h)) ? " on" : ""), "data-site": s, "data-layer": l, "data-head": h, text: h, title: s + " · layer " + l + " · head " + h });
+        const b = el("button", { type: "button", class: "head-toggle" + (state.ablated.has(headKey(s, l, h)) ? " on" : ""), "data-site": s, "data-layer": l, "data-head": h, text: h, title: s + " · layer " + l + " · head " + h + aboutHead(here, l, h) });
         b.addEventListener("click", () => toggleHead(s, l, h, !state.ablated.has(headKey(s, l, h))));
         return el("td", {}, b);
       })));
@@ -1048,8 +1040,9 @@
     const names = r.heads.map(h => h.stack + "." + h.layer + "." + h.kind + ".head" + h.head).join(", ");
     const what = { zero: "zero-ablated", mean: "mean-ablated", patch: "patched from the second prompt" }[change];
     const title = el(compact ? "h4" : "h3", { text: (compact ? "Under the change: " : "") + names + " " + what });
-    if (r.kind === "embedding") return [title, el("div", { class: "result" }, el("p", {}, "cosine(clean embedding, changed embedding) = ", numEl(r.cosine)), el("p", {}, "largest change of any encoder output: ", numEl(r.max_abs_change)))];
-    if (r.kind === "class") return [title, classChange(r)];
+    const notes = compact || !r.notes ? [] : r.notes.map(t => el("p", { class: "sub notes", text: t }));
+    if (r.kind === "embedding") return [title, ...notes, el("div", { class: "result" }, el("p", {}, "cosine(clean embedding, changed embedding) = ", numEl(r.cosine)), el("p", {}, "largest change of any encoder output: ", numEl(r.max_abs_change)))];
+    if (r.kind === "class") return [title, ...notes, classChange(r)];
     const rows = predictions(state.run), at = rows && rows[r.position];
     const where = "the next token after position " + r.position + " (" + (at ? rowLabel(at) : "reads " + r.reads) + ")";
     const moved = r.changed_positions || [];
@@ -1073,7 +1066,7 @@
       s.addEventListener("change", () => choosePosition(s.value));
       return [title, el("p", { class: "sub" }, el("label", {}, "prediction measured at ", s), " · " + movedText), el("div", { class: "side" }, clean, changed)];
     }
-    const out = [el("p", { class: "summary sub", text: names + " " + what + " · largest logit change anywhere: " + sig(r.max_abs_change) + " · " + movedText }), clean, changed];
+    const out = [el("p", { class: "summary sub", text: names + " " + what + " · largest logit change anywhere: " + sig(r.max_abs_change) + " · " + movedText }), ...notes, clean, changed];
     if (r.source) out.push(col("the second prompt", r.source, null, "source"));
     return out;
   }

@@ -72,7 +72,8 @@
   }
   function go(step) {
     const [stack, layer, site, head] = step.split(".");
-    const attention = /^\d+$/.test(layer || "") && (!site || /^(self|cross)_attn$/.test(site));
+    const shared = /^kv_head\d+$/.test(head || "");  // a K/V head has no map: its steps
+    const attention = !shared && /^\d+$/.test(layer || "") && (!site || /^(self|cross)_attn$/.test(site));
     if (attention && [...$("site").options].some(o => !o.disabled && o.value === stack + "." + (site || "self_attn"))) {
       state.opened = null;
       app.querySelector(".tabs button[data-tab=attention]").click();
@@ -155,8 +156,11 @@
     const reads = t.stack === "decoder"
       ? "its masked self-attention reads tokens 0–" + t.index + " only (the causal mask)" + (both ? ", its cross-attention every source token" : "")
       : "its self-attention reads every token" + (both ? "; through the encoder output M every decoder token reads its row" : "");
+    const norms = svg && svg.dataset.normKind === "rmsnorm" ? "RMSNorms" : "LayerNorms";
+    const alone = svg && svg.dataset.ffn === "0" ? "The " + norms + " work" : "The FFN and the " + norms + " work";
+    const turned = svg && svg.dataset.positions === "rotary" ? "; its self-attention's Q and K are turned by its position (RoPE)" : "";
     note.textContent = "Token " + t.index + " “" + shown + "” (" + t.stack + "): its row travels along the highlighted line, through every block. " +
-      "The FFN and the LayerNorms work on its row alone; only attention mixes rows: " + reads + ".";
+      alone + " on its row alone; only attention mixes rows: " + reads + turned + ".";
   }
 
   // -- following the page ---------------------------------------------------------------------
