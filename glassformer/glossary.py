@@ -61,6 +61,8 @@ _FFN_OUT = "FFN(x) = act(x·W1 + b1)·W2 + b2"
 RMSNORM_OUT = "RMSNorm(x) = x / √(mean(x²) + ε) · g"
 GATED_HIDDEN = "act(x·W1 + b1) ⊙ (x·W3 + b3)"
 GATED_FFN_OUT = "FFN(x) = (act(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2"
+ROTARY_SCORES = "Ω = Q_rot·K_rotᵀ"  # RoPE turns Q and K before the product
+INPUT_NO_P = "X: no position vector added"  # positions rotary (turned inside attention) or none
 
 
 def equation_for(name: str) -> str:

@@ -27,7 +27,13 @@ from glassformer import inputs
 from glassformer.config import Config
 from glassformer.decoding import softmax as stable_softmax
 from glassformer.errors import InputError
-from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT
+from glassformer.glossary import (
+    GATED_FFN_OUT,
+    GATED_HIDDEN,
+    INPUT_NO_P,
+    RMSNORM_OUT,
+    ROTARY_SCORES,
+)
 from glassformer.trace import scope, tap
 
 Params = dict[str, np.ndarray]
@@ -206,13 +212,14 @@ def causal_mask(T: int) -> np.ndarray:
 # -- attention ----------------------------------------------------------------------------------
 
 
-def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = False):
+def attention(Q, K, V, mask=None, scale: float | None = None, naive: bool = False, rotated=False):
     """C = softmax(Q·Kᵀ / √c) · V, with masked scores set to -inf before the softmax.
 
-    Q (T, D), K (S, D), V (S, D), mask (T, S) bool or None; scale defaults to √D.
+    Q (T, D), K (S, D), V (S, D), mask (T, S) bool or None; scale defaults to √D; rotated: Q and
+    K were turned by RoPE (the scores' equation says so).
     """
     c = math.sqrt(Q.shape[-1]) if scale is None else scale
-    scores = tap("scores", Q @ K.T)  # Ω (T, S)
+    scores = tap("scores", Q @ K.T, equation=ROTARY_SCORES if rotated else "")  # Ω (T, S)
     scaled = tap("scaled", scores / c, derive=("scores", lambda s: s / c))  # (T, S)
     if mask is not None:
         mask = tap("mask", mask)
@@ -264,7 +271,7 @@ def multi_head_attention(p: Params, name: str, X, Xkv, mask, cfg: Config, positi
         with scope(f"head{h}"):
             Q = turned("Q", tap("Q", proj["q"][:, h * D : (h + 1) * D]))  # (T, D)
             K, V = shared[h // G] if G > 1 else kv_head(h)  # (S, D)
-            heads.append(attention(Q, K, V, mask))  # (T, D)
+            heads.append(attention(Q, K, V, mask, rotated=rope is not None))  # (T, D)
     concat = tap("concat", np.concatenate(heads, axis=-1))  # (T, H*D)
     return tap("Z", linear(concat, p[f"{name}.o.weight"], p.get(f"{name}.o.bias")))  # (T, C)
 
@@ -385,7 +392,8 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
         x = tap("sum", x)
         with scope("embed_norm"):
             x = norm(p, f"{stack}.embed_norm", x, cfg)
-    return tap("input", x)  # (T, C)
+    no_p = cfg.positions in ("none", "rotary") and not (cfg.type_vocab_size or cfg.embed_norm)
+    return tap("input", x, equation=INPUT_NO_P if no_p else "")  # (T, C)
 
 
 def _final_norm(p: Params, stack: str, x, cfg: Config):

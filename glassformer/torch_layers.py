@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from glassformer.config import Config
-from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT
+from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT, ROTARY_SCORES
 from glassformer.trace import scope, tap
 from glassformer.trace import watching as _watching
 
@@ -276,12 +276,15 @@ class MultiHeadAttention(nn.Module):
                     kh, vh = k[:, h // G], v[:, h // G]
                 else:
                     kh, vh = _tap(kn, k[:, h]), _tap("V", v[:, h])
-                heads.append(self._softmax_v(qh, kh, vh, m, p, e, _tap))
+                heads.append(self._softmax_v(qh, kh, vh, m, p, e, _tap, rotated))
         return torch.stack(heads, dim=1)  # (B, H, T, D)
 
-    def _softmax_v(self, q, k, v, mask, p, empty_rows, tap_fn=lambda name, t: t):
+    def _softmax_v(
+        self, q, k, v, mask, p, empty_rows, tap_fn=lambda name, t, eq="": t, rotated=False
+    ):
         """q (..., T, D), k and v (..., S, D): all heads (B, H, ...) or one head (B, ...)."""
-        scores = tap_fn("scores", q @ k.transpose(-2, -1))  # Ω (..., T, S)
+        eq = ROTARY_SCORES if rotated else ""
+        scores = tap_fn("scores", q @ k.transpose(-2, -1), eq)  # Ω (..., T, S)
         scaled = tap_fn("scaled", scores / math.sqrt(self.D))
         if mask is not None:
             mask = tap_fn("mask", mask)

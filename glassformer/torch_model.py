@@ -36,6 +36,7 @@ from torch import Tensor, nn
 
 from glassformer import inputs, weights
 from glassformer.config import Config
+from glassformer.glossary import INPUT_NO_P
 from glassformer.torch_layers import (
     FeedForward,
     MultiHeadAttention,
@@ -198,6 +199,8 @@ class Stack(nn.Module):
         self.embed_norm = make_norm(cfg) if norm else None
         self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
         self.norm = make_norm(cfg) if cfg.norm == "pre" else None
+        no_p = not self.additive and not (types or norm)  # the input is X itself
+        self.input_eq = INPUT_NO_P if no_p else ""
         self.drop = nn.Dropout(dropout)
 
     def forward(
@@ -234,7 +237,7 @@ class Stack(nn.Module):
             x = _tap("sum", x)
             with _scope("embed_norm"):
                 x = _tap("out", self.embed_norm(x), self.norm_eq)
-        x = self.drop(_tap("input", x))
+        x = self.drop(_tap("input", x, self.input_eq))
         for i, block in enumerate(self.layers):
             with _scope(str(i)):
                 x = block(x, mask, causal, memory, memory_mask, cache, i, rope)

@@ -23,7 +23,13 @@ from glassformer import decoding, inference, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer import torch_layers as L  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT  # noqa: E402
+from glassformer.glossary import (  # noqa: E402
+    GATED_FFN_OUT,
+    GATED_HIDDEN,
+    INPUT_NO_P,
+    RMSNORM_OUT,
+    ROTARY_SCORES,
+)
 from glassformer.torch_model import (  # noqa: E402
     KVCache,
     MultiHeadAttention,
@@ -466,7 +472,14 @@ def test_steps_carry_their_variants_equations():
         assert trace.step("decoder.0.ffn.out").equation == GATED_FFN_OUT
         assert "RoPE" in trace.step("decoder.0.self_attn.head0.Q_rot").equation
         assert trace.step("decoder.0.self_attn.kv_head0.K").equation == "K = X·Wk"
+        assert trace.step("decoder.0.self_attn.head0.scores").equation == ROTARY_SCORES
+        assert trace.step("decoder.input").equation == INPUT_NO_P
     assert "decoder.P" not in ref and "decoder.0.norm1.rms" in ref
+    classic = Config(arch="decoder", vocab_size=11, d_model=8, n_heads=2, d_ff=8, max_len=8)
+    with tracing() as plain:
+        R.forward(weights.init(classic, seed=0), classic, [1, 2, 3])
+    assert plain.step("decoder.0.self_attn.head0.scores").equation == "Ω = Q·Kᵀ"
+    assert plain.step("decoder.input").equation == "X + P: the first block's input"
 
 
 @EACH

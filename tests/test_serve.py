@@ -146,8 +146,8 @@ def test_the_model_list_has_ids_not_paths(served):
     status, headers, payload = client.request("GET", "/api/models")
     models = json.loads(payload)["models"]
     ids = [m["id"] for m in models]
-    assert ids[:7] == ["hello-world", "self-attention", "hello-world-model", "char-lm", "en-es",
-                       "wide", "broken"]  # fmt: skip
+    assert ids[:8] == ["hello-world", "self-attention", "modern", "hello-world-model", "char-lm",
+                       "en-es", "wide", "broken"]  # fmt: skip
     assert status == 200 and headers["content-type"].startswith("application/json")
 
 
@@ -401,6 +401,11 @@ def test_walkthroughs_are_fixed_traces(served):
     assert any(a["name"] == "head1.A" for a in run["attention"])
     n = client.post("neuron", {"model": "hello-world", "name": "head1.A", "i": 0, "j": 0})
     assert n["A"] == pytest.approx(4.6770e-10, rel=1e-4)  # the article's printed weight
+    modern = client.post("run", {"model": "modern"})  # the walkthrough's own recorded steps
+    from glassformer.walkthrough import WALKTHROUGHS
+
+    assert modern["arch"] == "walkthrough"
+    assert modern["n_steps"] == len(WALKTHROUGHS["modern"]().names())
     msg = client.post("generate", {"model": "self-attention", "text": "x"}, expect=400)["error"]
     assert "walkthrough" in msg
 

@@ -125,6 +125,14 @@ def _walkthroughs() -> list[Entry]:
             fixed("self-attention", "Self-attention", "Your journey starts with one step"),
         ),
         Entry(
+            "modern",
+            "From 2017 to today (walkthrough)",
+            "walkthrough",
+            "The same matrices before and after: rotary positions, RMSNorm, SwiGLU, "
+            "grouped-query attention and the KV cache it saves",
+            fixed("modern", "From 2017 to today", "Hello World"),
+        ),
+        Entry(
             "hello-world-model",
             "hello-world model (the walkthrough's, seeded random weights)",
             "model",
