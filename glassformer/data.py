@@ -94,11 +94,11 @@ GENERATED = {"repeats": repeated_segments}  # corpora made on the spot, by name
 
 
 def read_text(name_or_path: str | Path) -> str:
-    """The UTF-8 text of a corpus (a generated one by its name: `GENERATED`); gzip is undone, a leading BOM dropped and CRLF read as LF.
-    Lines end only at LF or CRLF: a lone CR (a carriage return not followed by LF, old Mac line
-    ends or a stray control character) is refused with its line, never read as a line end nor
-    kept as text. A binary, non-UTF-8, empty or blank file, or more than MAX_TEXT_BYTES of
-    text, raises DataError."""
+    """The UTF-8 text of a corpus (a generated one by its name: `GENERATED`); gzip is undone, a
+    leading BOM dropped and CRLF read as LF. Lines end only at LF or CRLF: a lone CR (a carriage
+    return not followed by LF, old Mac line ends or a stray control character) is refused with
+    its line, never read as a line end nor kept as text. A binary, non-UTF-8, empty or blank
+    file, or more than MAX_TEXT_BYTES of text, raises DataError."""
     if isinstance(name_or_path, str) and name_or_path in GENERATED:
         return GENERATED[name_or_path]()
     return read_file(resolve(name_or_path))

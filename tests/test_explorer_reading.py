@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -37,7 +36,7 @@ from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
 from glassformer.model import load  # noqa: E402
-from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer.display import display_token  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
@@ -65,15 +64,8 @@ def classifier(tmp_path_factory):
 def server(classifier):
     shown = [os.path.relpath(CHAR_LM), os.path.relpath(EN_ES), classifier]
     explorer = Explorer(Registry(shown))
-    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    yield url
-    srv.should_exit = True
-    thread.join(10)
+    with serving(explorer) as url:
+        yield url
 
 
 @pytest.fixture

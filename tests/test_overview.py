@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -262,18 +261,11 @@ def deep_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def server(deep_dir):
     pytest.importorskip("uvicorn")
-    from glassformer.serve import Explorer, Registry, make_server
+    from glassformer.serve import Explorer, Registry, serving
 
     explorer = Explorer(Registry([os.path.relpath(CHAR_LM), os.path.relpath(EN_ES), deep_dir]))
-    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    yield url, explorer
-    srv.should_exit = True
-    thread.join(10)
+    with serving(explorer) as url:
+        yield url, explorer
 
 
 def post(url: str, action: str, body: dict) -> tuple[int, dict]:

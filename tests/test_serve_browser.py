@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import threading
 import time
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture
 from glassformer import decoding, loading  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
-from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
@@ -52,15 +51,8 @@ def wide_dir(tmp_path_factory):
 def server(wide_dir):
     shown = [os.path.relpath(CHAR_LM), os.path.relpath(EN_ES)]  # as a user types them
     explorer = Explorer(Registry([*shown, wide_dir]))
-    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    yield url
-    srv.should_exit = True
-    thread.join(10)
+    with serving(explorer) as url:
+        yield url
 
 
 def until(driver, script: str, *args, timeout: float = 60):

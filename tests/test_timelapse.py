@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
 import time
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.explain import timelapse  # noqa: E402
 from glassformer.explain.words import rounded  # noqa: E402
-from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -301,15 +300,8 @@ def test_a_folder_without_views_says_how_to_record_them(capsys, tmp_path):
 @pytest.fixture(scope="module")
 def server(run_dir):
     registry = Registry([run_dir, CHAR_LM], walkthroughs=False)
-    srv, sock, url = make_server(Explorer(registry), "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    yield url
-    srv.should_exit = True
-    thread.join(10)
+    with serving(Explorer(registry)) as url:
+        yield url
 
 
 def get(client: Client, path: str, headers=None) -> tuple[int, dict]:

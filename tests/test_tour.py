@@ -6,7 +6,6 @@ declined it is remembered across reloads; the "tour" button starts it again."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from pathlib import Path
 
@@ -17,7 +16,7 @@ pytest.importorskip("selenium")
 
 from test_browser import browser, need  # noqa: E402, F401
 
-from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
+from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -25,15 +24,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="module")
 def server():
     explorer = Explorer(Registry([os.path.relpath(ROOT / "models" / "char-lm")]))
-    srv, sock, url = make_server(explorer, "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.time() + 30
-    while not srv.started and time.time() < deadline:
-        time.sleep(0.02)
-    yield url
-    srv.should_exit = True
-    thread.join(10)
+    with serving(explorer) as url:
+        yield url
 
 
 def until(driver, script: str, timeout: float = 60):

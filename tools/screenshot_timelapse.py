@@ -17,7 +17,6 @@ import argparse
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -89,31 +88,27 @@ def page_shot(run: Path, out: Path, step, head, work: Path) -> Path:
 
 
 def explorer_shot(run: Path, out: Path, step, head, work: Path) -> Path:
-    from glassformer.serve import Explorer, Registry, make_server
+    from glassformer.serve import Explorer, Registry, serving
 
     registry = Registry([run], walkthroughs=False)
-    srv, sock, url = make_server(Explorer(registry), "127.0.0.1", 0)
-    thread = threading.Thread(target=srv.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    driver = browser(1280, 1500, work / "profile-explorer")
-    try:
-        driver.get(url)
-        until(driver, "return document.getElementById('app').dataset.ready")
-        until(driver, "return !document.querySelector('[data-tab=training]').hidden")
-        driver.execute_script("document.querySelector('[data-tab=training]').click()")
-        until(driver, "return document.getElementById('tab-training').dataset.ready")
-        choose(driver, "#tab-training .gf-tl", step, head)
-        driver.execute_script(
-            "const t = document.querySelector('.tabs');"
-            "window.scrollTo(0, t.getBoundingClientRect().top + window.scrollY - 8)"
-        )
-        time.sleep(0.2)
-        target = out / "timelapse-explorer.png"
-        driver.save_screenshot(str(target))
-    finally:
-        driver.quit()
-        srv.should_exit = True
-        thread.join(10)
+    with serving(Explorer(registry)) as url:
+        driver = browser(1280, 1500, work / "profile-explorer")
+        try:
+            driver.get(url)
+            until(driver, "return document.getElementById('app').dataset.ready")
+            until(driver, "return !document.querySelector('[data-tab=training]').hidden")
+            driver.execute_script("document.querySelector('[data-tab=training]').click()")
+            until(driver, "return document.getElementById('tab-training').dataset.ready")
+            choose(driver, "#tab-training .gf-tl", step, head)
+            driver.execute_script(
+                "const t = document.querySelector('.tabs');"
+                "window.scrollTo(0, t.getBoundingClientRect().top + window.scrollY - 8)"
+            )
+            time.sleep(0.2)
+            target = out / "timelapse-explorer.png"
+            driver.save_screenshot(str(target))
+        finally:
+            driver.quit()
     return target
 
 

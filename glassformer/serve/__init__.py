@@ -23,7 +23,7 @@ uvicorn). Nothing here prints: the command line (`cli/serve.py`) prints the URL.
 """
 
 from glassformer.serve.api import Explorer
-from glassformer.serve.app import create_app, is_loopback, make_server
+from glassformer.serve.app import create_app, is_loopback, make_server, serving
 from glassformer.serve.sessions import Registry
 
-__all__ = ["Explorer", "Registry", "create_app", "is_loopback", "make_server"]
+__all__ = ["Explorer", "Registry", "create_app", "is_loopback", "make_server", "serving"]

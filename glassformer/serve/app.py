@@ -25,11 +25,14 @@ answering while a model runs. Nothing here prints; uvicorn logs warnings and err
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import logging
 import re
 import socket
+import threading
+import time
 
 from starlette.applications import Starlette
 from starlette.concurrency import iterate_in_threadpool, run_in_threadpool
@@ -394,3 +397,21 @@ def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, l
     server = uvicorn.Server(config)
     shown = host if a is None else f"[{a}]" if a.version == 6 else str(a)
     return server, sock, f"http://{shown}:{actual}/"
+
+
+@contextlib.contextmanager
+def serving(explorer: Explorer, host: str = "127.0.0.1", port: int = 0):
+    """The explorer served from a background thread while the block runs: yields its URL (port
+    0: a free one); stopped at the end. For tests and screenshots; `glassformer serve` runs
+    `make_server` in the foreground."""
+    server, sock, url = make_server(explorer, host, port)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    try:
+        yield url
+    finally:
+        server.should_exit = True
+        thread.join(10)

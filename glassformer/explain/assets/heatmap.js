@@ -265,6 +265,18 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
   }
   const esc = s => String(s).replace(/[&<>"]/g, c =>
     ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]);
+  // An element with attributes ("class", "text", "on<event>" handlers, others set) and children.
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v;
+      else if (k === "text") e.textContent = v;
+      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v);
+    }
+    for (const c of children) if (c !== null && c !== undefined) e.append(c);
+    return e;
+  }
   // The SVG namespace as the HTML parser assigns it (no URL written in a page that loads nothing).
   function svgNamespace() {
     const d = document.createElement("div");
@@ -323,7 +335,7 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
   // Exports go through api.download, so that a page (or a test) can take the files itself.
   const api = {
     half, values, rgb, fmt, cells, reserve, draw, drawTiled, svg, exportSVG, exportPNG,
-    svgToPNG, svgNamespace, download, fill, unique, MIN_CELL,
+    svgToPNG, svgNamespace, download, fill, unique, el, MIN_CELL,
   };
   return api;
 })();

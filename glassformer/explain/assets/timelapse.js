@@ -13,17 +13,7 @@ window.glassformerTimelapse = window.glassformerTimelapse || (function () {
   const NS = H.svgNamespace();
   const W = 520, HT = 170, L = 46, R = 24, T = 10, B = 26;  // a chart's size and margins, px
 
-  function el(tag, attrs, ...children) {
-    const e = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") e.className = v;
-      else if (k === "text") e.textContent = v;
-      else if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
-      else e.setAttribute(k, v);
-    }
-    for (const c of children) if (c !== null && c !== undefined) e.append(c);
-    return e;
-  }
+  const el = H.el;  // heatmap.js: an element with attributes and children
   function svgEl(tag, attrs, text) {
     const e = document.createElementNS(NS, tag);
     for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
