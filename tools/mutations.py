@@ -74,8 +74,9 @@ BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
 MUTATIONS: list[Mutation] = [
     # -- reference.py: the articles' math ---------------------------------------------------------
     m("ref-scale-d-model", "reference", "attention scaled by sqrt(d_model), not sqrt(head dim)",
-      REF, "heads.append(attention(Q, K, V, mask))",
-      "heads.append(attention(Q, K, V, mask, scale=math.sqrt(cfg.d_model)))", issue=True),
+      REF, "heads.append(attention(Q, K, V, mask, rotated=rope is not None))",
+      "heads.append(attention(Q, K, V, mask, rotated=rope is not None, "
+      "scale=math.sqrt(cfg.d_model)))", issue=True),
     m("ref-masked-row-nan", "reference", "softmax of a fully masked row: -inf - -inf = NaN",
       DEC, "return np.divide(e, s, out=np.zeros_like(e), where=s > 0)", "return e / s"),
     m("ref-ln-eps-outside", "reference", "LayerNorm eps added outside the square root",
