@@ -133,6 +133,7 @@ def translate_iter(
     *,
     params: dict | None = None,
     fix: str | None = None,
+    recorder=None,
 ) -> Iterator[str]:
     """The translations of `sentences`, yielded in input order as soon as they are known.
 
@@ -142,10 +143,12 @@ def translate_iter(
     out in input order as its batches finish. `cut`, if given, receives the index of every
     sentence whose translation reached the length limit before an end token (cut short, or
     repeating itself), by the time that translation is yielded. Non-finite logits raise
-    `numerics.NonFiniteError`, its `row` the sentence's index.
+    `numerics.NonFiniteError`, its `row` the sentence's index. `recorder`, a
+    `recording.Recorder` hooked on `model`, receives each translation's values in its `done`
+    by the time it is yielded (the translations are the same with or without it).
     """
     args = (beam, batch_size, max_len, length_penalty, window, cut)
-    for ids in _decoded(model, tok, sentences, *args, params=params, fix=fix):
+    for ids in _decoded(model, tok, sentences, *args, params=params, fix=fix, recorder=recorder):
         yield tok.decode(ids)
 
 
@@ -176,20 +179,25 @@ def translate_nbest_iter(
     *,
     params: dict | None = None,
     fix: str | None = None,
+    recorder=None,
 ) -> Iterator[list[Candidate]]:
     """Each sentence's `n_best` best translations from a beam of `beam` (best first, the first
     being `translate_iter`'s translation), yielded in input order as `translate_iter` yields;
     `cut` as there, for the first candidate.
 
     A beam keeps at most `beam` finished hypotheses, so `n_best` may not exceed it; a sentence
-    yields fewer when its beam ended with fewer candidates."""
+    yields fewer when its beam ended with fewer candidates. `recorder` as in `translate_iter`
+    (the first candidate's values)."""
     if not 1 <= n_best <= beam:
         raise GlassformerError(
             f"n_best must be between 1 and the beam width ({beam}), got {n_best}; "
             "widen the beam to see more candidates"
         )
     args = (beam, batch_size, max_len, length_penalty, window, cut)
-    for result in _decoded(model, tok, sentences, *args, True, params=params, fix=fix):
+    decoded = _decoded(
+        model, tok, sentences, *args, True, params=params, fix=fix, recorder=recorder
+    )
+    for result in decoded:
         yield [
             Candidate(
                 tok.decode(h.ids[1:]),
@@ -216,6 +224,7 @@ def _decoded(
     *,
     params=None,
     fix=None,
+    recorder=None,
 ):
     """translate_iter's work: each sentence's generated ids (or, with keep_beams, its whole
     `decoding.BeamResult`, by beam search even at width 1), in input order."""
@@ -231,7 +240,7 @@ def _decoded(
         for b0 in range(0, len(order), batch_size):
             chunk = order[b0 : b0 + batch_size]
             batch = [srcs[i] for i in chunk]
-            checks = dict(params=params, fix=fix)
+            checks = dict(params=params, fix=fix, recorder=recorder)
             try:
                 if beam > 1 or keep_beams:
                     args = (tok.bos_id, tok.eos_id, beam, limit - 1, limit, length_penalty, pad)
@@ -245,6 +254,8 @@ def _decoded(
                     ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
             except numerics.NonFiniteError as e:  # its row: the batch's; the sentence's here
                 raise numerics.NonFiniteError(str(e), chunk[e.row]) from None
+            if recorder is not None:
+                recorder.finish(chunk, batch, results if beam > 1 or keep_beams else outs)
             done.update(zip(chunk, outs, strict=True))
             if cut is not None:
                 cut.update(i for i, e in zip(chunk, ended, strict=True) if not e)
@@ -275,12 +286,14 @@ def greedy_batch(
     *,
     params: dict | None = None,
     fix: str | None = None,
+    recorder=None,
 ) -> list[list[int]]:
     """Greedy translation of a batch of source sequences with one shared KV cache.
 
     Returns each sentence's generated ids (BOS and EOS excluded). Sentences that reached EOS keep
     being fed (their outputs are ignored) until all are done or the limit is hit. Non-finite
     logits of a sentence not yet done raise `numerics.NonFiniteError` (row: its index in srcs).
+    `recorder` (`recording.Recorder` on `model`) files each step's values (`Recorder.rows`).
     """
     import torch
 
@@ -295,6 +308,8 @@ def greedy_batch(
         done = torch.zeros(len(srcs), dtype=torch.bool, device=device)
         for _ in range(max_new_tokens):
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
+            if recorder is not None:
+                recorder.step()
             live = torch.nonzero(~done).flatten().tolist()
 
             def describe(r, live=live):
@@ -327,6 +342,7 @@ def greedy_prompts(
     *,
     params: dict | None = None,
     fix: str | None = None,
+    recorder=None,
 ) -> list[list[int]]:
     """Greedy continuations of many decoder prompts at once: each row's new ids, as
     `decoding.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
@@ -337,7 +353,8 @@ def greedy_prompts(
     computes what it would alone. Each step feeds every row its last token; a finished row's
     outputs are ignored until all are done. Past max_len (window True) each row reads only its
     last max_len ids, recomputed every step as `torch_steps.step_fn` does. Non-finite logits of
-    a live row raise `numerics.NonFiniteError` (row: its index in prompts).
+    a live row raise `numerics.NonFiniteError` (row: its index in prompts). `recorder` as in
+    `greedy_batch`.
     """
     import torch
 
@@ -366,6 +383,8 @@ def greedy_prompts(
                 cache.pad_left = pad
                 valid = torch.arange(width, device=device)[None, :] >= pad[:, None]
                 logits = model(ids, valid=valid, cache=cache, last_only=True)
+            if recorder is not None:
+                recorder.step()
             rows = [b for b, alive in enumerate(live) if alive]
 
             def describe(r, rows=rows):
@@ -397,6 +416,7 @@ def beam_batch(
     *,
     params: dict | None = None,
     fix: str | None = None,
+    recorder=None,
 ) -> list[decoding.BeamResult]:
     """Beam search for many source sequences at once, each a `decoding.Beam` of its own.
 
@@ -406,6 +426,7 @@ def beam_batch(
     the surviving hypotheses (finished sentences drop out). Per sentence the result is
     `decoding.beam_search` over the same model, up to floating-point rounding. Non-finite logits
     of a hypothesis raise `numerics.NonFiniteError` (row: its sentence's index in srcs).
+    `recorder` files each step's values with the rows' hypotheses (`Recorder.path`).
     """
     import torch
 
@@ -427,6 +448,8 @@ def beam_batch(
         while True:
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
             src = src_valid = None  # the encoder ran once; its output is in the cache
+            if recorder is not None:
+                recorder.step([(i, beams[i].alive) for i in live])
 
             def describe(r, layout=layout, live=live):
                 h = [h for i in live for h in beams[i].alive][r]
