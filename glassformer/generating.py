@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
+
 from glassformer import inference
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
@@ -89,10 +91,15 @@ def _one_by_one(m, inputs: dict, decoding) -> dict:
     return outs
 
 
-def translations(m, sentences: list[str], beam: int, n_best: int | None, dtype, places) -> Iterator:
+def translations(
+    m, sentences: list[str], beam: int, n_best: int | None, dtype, places, align=None
+) -> Iterator:
     """See `Model.translations`. Checked before any work: an encoder-decoder, the beam within
     the vocabulary, n_best within the beam, every sentence encodable. A sentence whose
-    translation reached the decoder's max_len before an end token is named in a note."""
+    translation reached the decoder's max_len before an end token is named in a note.
+
+    align: (layer, head) pairs (`recording.alignment_heads`): each item is then (translation or
+    n-best list, its best translation's `alignment` record), the translations unchanged."""
     cfg = m.cfg
     if cfg.arch != "encoder-decoder":
         raise GlassformerError(
@@ -119,12 +126,14 @@ def translations(m, sentences: list[str], beam: int, n_best: int | None, dtype, 
     model = m.torch(dtype or m.dtype or "float32")
     if model is None:
         raise GlassformerError(f"translate needs PyTorch, which is not installed: {INSTALL_TORCH}")
-    return _translated(m, model, sentences, beam, n_best, places)
+    if align is None:
+        return _translated(m, model, sentences, beam, n_best, places)
+    return _aligned(m, model, sentences, beam, n_best, places, align)
 
 
-def _translated(m, model, sentences, beam, n_best, places) -> Iterator:
+def _translated(m, model, sentences, beam, n_best, places, recorder=None) -> Iterator:
     cut: set[int] = set()  # sentences that reached max_len before an end token
-    checks = dict(cut=cut, params=m.params, fix="try --dtype float64")
+    checks = dict(cut=cut, params=m.params, fix="try --dtype float64", recorder=recorder)
     if n_best:
         results = inference.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
     else:
@@ -145,3 +154,43 @@ def cut_note(cut: set[int], places: list[str], max_len: int) -> str:
         f"{len(cut)} of {len(places)} translation(s) reached the decoder's max_len {max_len} "
         f"before an end token, so they may be cut short or repeat themselves ({named})"
     )
+
+
+def _aligned(m, model, sentences, beam, n_best, places, pairs) -> Iterator:
+    """(translation, alignment record) per sentence, recorded on the fast path (`Recorder`)."""
+    from glassformer.recording import Recorder
+
+    recorder = Recorder(model, mean_of=pairs)
+    with recorder:
+        for n, out in enumerate(_translated(m, model, sentences, beam, n_best, places, recorder)):
+            ids, values = recorder.done.pop(n)
+            yield out, alignment(m, sentences[n], ids, values["mean"], pairs)
+
+
+def alignment(m, source: str, ids: list[int], rows: list, pairs) -> dict:
+    """One line of `translate --alignments`: the source and target pieces (the target without
+    its end token), the cross-attention rows of the target pieces averaged over `pairs`, each
+    target piece's most attended source piece, and the word alignment (`recording.
+    word_alignment`: "i-j", source word i, target word j)."""
+    from glassformer import recording
+
+    src = m.tok.encode(source)[: m.cfg.max_len] or [m.tok.unk_id or 0]  # as `_decoded` reads it
+    A = np.array(rows, dtype=np.float64).reshape(len(ids), len(src))  # (T, S)
+    kind = m.token_kind
+    src_words = recording.words_of(m.readable(src), kind)
+    tgt_words = recording.words_of(m.readable(ids), kind)
+    argmax, words = recording.word_alignment(A, src_words, tgt_words)
+    return {
+        "source": m.pieces(src),
+        "target": m.pieces(ids),
+        "heads": recording.heads_named(pairs) if len(pairs) < _all_pairs(m.cfg) else "all",
+        "attention": A.tolist(),
+        "source_words": src_words,
+        "target_words": tgt_words,
+        "argmax": argmax,
+        "alignment": " ".join(words),
+    }
+
+
+def _all_pairs(cfg) -> int:
+    return cfg.n_decoder_layers * cfg.n_heads

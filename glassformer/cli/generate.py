@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 
 from glassformer.cli.common import (
@@ -14,6 +15,9 @@ from glassformer.cli.common import (
     integer,
     load_model,
     note,
+    output_file,
+    overwrite_arg,
+    write_text,
 )
 from glassformer.cli.decoding import decoding, decoding_args
 from glassformer.errors import GlassformerError
@@ -86,6 +90,28 @@ def add_parsers(sub) -> None:
     )
     dtype_arg(tl, "float32")
     tl.add_argument(
+        "--alignments",
+        metavar="OUT.jsonl",
+        help="also write, per sentence, one JSON line: its source and target pieces, the "
+        "cross-attention of the printed translation (the chosen hypothesis; each target piece's "
+        "row over the source pieces, averaged over the heads chosen), each target piece's most "
+        "attended source piece and the word alignment 'i-j' (source word i, target word j) it "
+        "gives; recorded on the fast path, the translations unchanged",
+    )
+    tl.add_argument(
+        "--align-layers",
+        metavar="LIST",
+        help="with --alignments: average these decoder layers only, counted from 0, e.g. 0,1 "
+        "(default: all)",
+    )
+    tl.add_argument(
+        "--align-heads",
+        metavar="LIST",
+        help="with --alignments: these heads of each chosen layer, counted from 0, e.g. 0,3 "
+        "(default: all)",
+    )
+    overwrite_arg(tl)
+    tl.add_argument(
         "--progress",
         action="store_true",
         help="show a progress bar on stderr even when it is not a terminal (it is shown "
@@ -124,7 +150,23 @@ def cmd_generate(args) -> int:
 
 def cmd_translate(args) -> int:
     engine_dtype(args, "float32")  # checked before the model is read
+    _check_output(args.alignments, "--alignments", args.overwrite)
+    if args.alignments is None:
+        given = [
+            f
+            for f, v in (("--align-layers", args.align_layers), ("--align-heads", args.align_heads))
+            if v
+        ]
+        if given:
+            raise GlassformerError(
+                f"{given[0]} chooses the heads of --alignments; add --alignments OUT.jsonl"
+            )
     m = load_model(args.checkpoint, dtype=args.dtype)
+    pairs = None
+    if args.alignments is not None:
+        from glassformer.recording import alignment_heads
+
+        pairs = alignment_heads(m.cfg, args.align_layers, args.align_heads)
     lines = input_lines(args.text, args.input)
     # each sentence's place in the input, as errors and notes name it
     where = [
@@ -135,9 +177,31 @@ def cmd_translate(args) -> int:
         if line.strip()
     ]
     sentences = [s for s in lines if s.strip()]
-    results = m.translations(sentences, beam=args.beam, n_best=args.n_best, places=where)
-    _print_translations(args, lines, results, len(sentences))
+    if pairs is None:
+        results = m.translations(sentences, beam=args.beam, n_best=args.n_best, places=where)
+        _print_translations(args, lines, results, len(sentences))
+        return 0
+    from glassformer import generating
+
+    aligned = generating.translations(m, sentences, args.beam, args.n_best, None, where, pairs)
+    records = []
+
+    def translations():
+        for (out, record), place in zip(aligned, where, strict=True):
+            records.append(json.dumps({"place": place, **record}, ensure_ascii=False))
+            yield out
+
+    _print_translations(args, lines, translations(), len(sentences))
+    write_text(args.alignments, "\n".join(records) + "\n")
+    note(f"wrote the alignments of {len(records)} translation(s) to {args.alignments}")
     return 0
+
+
+def _check_output(path: str | None, flag: str, overwrite: bool) -> None:
+    """Before any work: OUT may be written (a file name, not '-'; nothing replaced unasked)."""
+    if path == "-":
+        raise GlassformerError(f"{flag} writes a file; give a file name, not '-'")
+    output_file(path, overwrite)
 
 
 def _print_translations(args, lines: list[str], results, n_sentences: int) -> None:
