@@ -194,3 +194,134 @@ def alignment(m, source: str, ids: list[int], rows: list, pairs) -> dict:
 
 def _all_pairs(cfg) -> int:
     return cfg.n_decoder_layers * cfg.n_heads
+
+
+# -- generate --record ---------------------------------------------------------------------------
+
+
+def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_k: int) -> list:
+    """`generate --record`: per text, (its output, its record): the steps named (`recording.
+    recordable`) and the top_k next tokens at every new token, read on the PyTorch engine's KV
+    cache (`recording.Recorder`). Greedy is batched (`inference.greedy_prompts` /
+    `greedy_batch`); sampling and beam search go one text at a time, each model call filed by
+    the ids it continued, so the record follows the chosen sequence. The outputs are those of
+    `many`. A blank text gives ("", None)."""
+    from glassformer.recording import Recorder
+
+    model = m.torch(m.dtype or "float64")
+    if model is None:
+        raise GlassformerError(
+            "--record reads the PyTorch engine's decoding: drop --engine reference (the "
+            "reference engine's every step: glassformer explain --json)"
+        )
+    window = m.cfg.arch == "decoder"
+    places = places or [f"text {n + 1}" for n in range(len(texts))]
+    inputs = {}
+    for i, line in enumerate(texts):
+        if line.strip():
+            try:
+                inputs[i] = m.encode(line, window=window)
+            except GlassformerError as e:
+                raise type(e)(f"{places[i]}: {e}") from None
+    if not inputs:
+        raise InputError("nothing to generate: every text is blank")
+    recorder = Recorder(model, steps=steps, top_k=top_k)
+    try:
+        with recorder:
+            if decoding.strategy == "greedy":
+                news = _greedy_recorded(m, model, inputs, decoding, batch_size, recorder)
+            else:
+                news = {i: _one_recorded(m, ids, decoding, recorder) for i, ids in inputs.items()}
+    except NonFiniteError as e:  # its row: the text's index
+        raise e.at(places[e.row]) from None
+    if decoding.implied:
+        m.note(decoding.implied)
+    out = []
+    for i in range(len(texts)):
+        if i not in inputs:
+            out.append(("", None))
+            continue
+        new, per = news[i]
+        ids = inputs[i]
+        text = m.decode(ids + new) if window else m.decode(new)
+        out.append((text, _record(m, ids, new, per, top_k)))
+    return out
+
+
+def _queries(m, n_prompt: int, n: int) -> list[int]:
+    """The keys of each new token's self-attention row: the tokens so far (a decoder's prompt
+    and what it generated, within its max_len window; an encoder-decoder's BOS and output)."""
+    if m.cfg.arch == "decoder":
+        return [min(m.cfg.max_len, n_prompt + t) for t in range(n)]
+    return [t + 1 for t in range(n)]
+
+
+def _greedy_recorded(m, model, inputs: dict, decoding, batch_size: int, recorder) -> dict:
+    from glassformer import recording
+
+    cfg, tok = m.cfg, m.tok
+    order = sorted(inputs, key=lambda i: len(inputs[i]))
+    max_new, outs = decoding.max_new_tokens or cfg.max_len, {}
+    checks = dict(params=m.params, fix=m.fix, recorder=recorder)
+    for b0 in range(0, len(order), batch_size):
+        chunk = order[b0 : b0 + batch_size]
+        batch = [inputs[i] for i in chunk]
+        try:
+            if cfg.arch == "decoder":
+                pad = tok.pad_id or 0
+                news = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
+            else:
+                limit = min(max_new, cfg.max_len - 1)
+                args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
+                news = inference.greedy_batch(model, batch, *args, **checks)
+                news = [n + [tok.eos_id] if len(n) < limit else n for n in news]  # EOS's step
+        except NonFiniteError as e:
+            raise NonFiniteError(str(e), chunk[e.row]) from None
+        for b, (i, ids, new) in enumerate(zip(chunk, batch, news, strict=True)):
+            per = recorder.rows(b, len(new))
+            n_keys = len(ids) if cfg.arch == "encoder-decoder" else None
+            outs[i] = (new, recording.as_lists(per, n_keys, _queries(m, len(ids), len(new))))
+        recorder.clear()
+    return outs
+
+
+def _one_recorded(m, ids: list[int], decoding, recorder) -> tuple:
+    """Sampling or beam search of one text, each step filed under the ids it continued."""
+    from glassformer import recording
+
+    enc_dec = m.cfg.arch == "encoder-decoder"
+    src, prompt = (ids, m.bos()) if enc_dec else (None, ids)
+    base = m.step(src, prompt_len=len(prompt), window=not enc_dec)
+    filed: dict[tuple, object] = {}
+
+    def step(seq):
+        z = base(seq)
+        recorder.step()
+        filed[tuple(seq)] = recorder.recorded.pop()
+        return z
+
+    result = m.decoded(prompt, src, decoding, window=not enc_dec, step=step, quiet=True)
+    new = result.ids[len(prompt) :]
+    per = [
+        {k: v[0] for k, v in filed[tuple(result.ids[: len(prompt) + t])].values.items()}
+        for t in range(len(new))
+    ]
+    n_keys = len(ids) if enc_dec else None
+    return new, recording.as_lists(per, n_keys, _queries(m, len(prompt), len(new)))
+
+
+def _record(m, ids: list[int], new: list[int], values: dict, top_k: int) -> dict:
+    """One line of `generate --record`: the input's pieces (a decoder's prompt, an encoder-
+    decoder's source), the new tokens (EOS included when reached) and, per new token, each
+    recorded step's values and the top_k tokens by log-probability."""
+    record = {"input": m.pieces(ids), "ids": new, "tokens": m.pieces(new)}
+    steps = {
+        k: [a.tolist() for a in v] for k, v in values.items() if k not in ("top_k", "top_logp")
+    }
+    record["steps"] = steps
+    if top_k:
+        record["top_k"] = [
+            {"ids": t.tolist(), "tokens": m.pieces(t.tolist()), "logprobs": lp.tolist()}
+            for t, lp in zip(values["top_k"], values["top_logp"], strict=True)
+        ]
+    return record

@@ -62,6 +62,34 @@ def add_parsers(sub) -> None:
     )
     dtype_arg(g, "float64")
     decoding_args(g)
+    r = g.add_argument_group(
+        "recording",
+        "What the PyTorch engine computed for each new token, read on its fast path (the KV "
+        "cache), one JSON line per input line; the outputs printed are unchanged.",
+    )
+    r.add_argument(
+        "--record",
+        metavar="OUT.jsonl",
+        help="write per input line: its pieces, the new tokens (EOS included when reached) "
+        "and, per new token, the --record-steps values and the --record-top-k tokens",
+    )
+    r.add_argument(
+        "--record-steps",
+        metavar="LIST",
+        help="comma-separated step names as the trace names them, * matching any part: "
+        "decoder.L.self_attn.headH.A and decoder.L.cross_attn.headH.A (the new token's "
+        "attention row over the tokens so far / the source), decoder.L.out (block L's "
+        "output), decoder.output (after the final norm), logits (all V of them); e.g. "
+        "'decoder.*.self_attn.head0.A,decoder.1.out' (default: none)",
+    )
+    r.add_argument(
+        "--record-top-k",
+        type=integer("--record-top-k", 0, says="an integer >= 0"),
+        metavar="K",
+        help="the K most likely next tokens at each new token, with their log-probabilities "
+        "(default 5 with --record; 0: none)",
+    )
+    overwrite_arg(r)
     g.set_defaults(func=cmd_generate)
 
     tl = sub.add_parser(
@@ -129,7 +157,10 @@ def cmd_generate(args) -> int:
             else "give TEXT or --input FILE, not both"
         )
     engine_dtype(args, "float64")  # checked before the model is read
+    _check_record(args)
     m = load_model(args.checkpoint, args.engine, args.dtype)
+    if args.record is not None:
+        return _generate_recorded(args, m, how)
     if args.input is None:
         print(m.generate(args.text, decoding=how))
         return 0
@@ -138,6 +169,11 @@ def cmd_generate(args) -> int:
         raise GlassformerError(f"nothing to generate: {args.input} has no non-blank line")
     places = [f"{args.input}, line {n}" for n in range(1, len(lines) + 1)]
     outs = m.generate(lines, decoding=how, batch_size=args.batch_size, places=places)
+    _print_outputs(outs)
+    return 0
+
+
+def _print_outputs(outs: list[str]) -> None:
     escaped = False
     for text in outs:
         line = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
@@ -145,6 +181,52 @@ def cmd_generate(args) -> int:
         print(line)
     if escaped:
         note("newlines in the outputs are written as \\n (a backslash as \\\\), one output a line")
+
+
+def _check_record(args) -> None:
+    """Before the model is read: --record's file may be written, its options come with it."""
+    if args.record is None:
+        given = [
+            f
+            for f, v in (
+                ("--record-steps", args.record_steps),
+                ("--record-top-k", args.record_top_k),
+            )
+            if v is not None
+        ]
+        if given:
+            raise GlassformerError(f"{given[0]} says what --record writes; add --record OUT.jsonl")
+        return
+    if args.engine == "reference":
+        raise GlassformerError(
+            "--record reads the PyTorch engine's decoding: drop --engine reference (the "
+            "reference engine's every step: glassformer explain --json)"
+        )
+    _check_output(args.record, "--record", args.overwrite)
+
+
+def _generate_recorded(args, m, how) -> int:
+    from glassformer import generating
+    from glassformer.recording import select_steps
+
+    if m.cfg.arch == "encoder":
+        raise GlassformerError("an encoder-only model does not generate; use `explain`")
+    steps = select_steps(m.cfg, args.record_steps) if args.record_steps is not None else []
+    top_k = 5 if args.record_top_k is None else args.record_top_k
+    if args.input is None:
+        lines, places = [args.text], ["TEXT"]
+    else:
+        lines = input_lines([], args.input)
+        places = [f"{args.input}, line {n}" for n in range(1, len(lines) + 1)]
+    results = generating.recorded(m, lines, how, args.batch_size, places, steps, top_k)
+    _print_outputs([text for text, _ in results])
+    records = [
+        json.dumps({"place": place, **record}, ensure_ascii=False)
+        for place, (_, record) in zip(places, results, strict=True)
+        if record is not None
+    ]
+    write_text(args.record, "\n".join(records) + "\n")
+    note(f"wrote the records of {len(records)} generation(s) to {args.record}")
     return 0
 
 
