@@ -9,7 +9,10 @@ What a trace holds: float values as float64 (exact, the default) or float32 (`tr
 np.float32)`, half the memory, for a server that keeps many traces); one shared copy of a bool
 mask that every head taps; and nothing at all for a step tapped with `derive=` (a cheap exact
 function of an earlier step, such as the scaled scores or the output probabilities), which is
-recomputed when read.
+recomputed when read. `tracing(keep=...)` records only the steps a caller needs now (a view:
+the attention maps and the logits) and every other step by name, equation and shape; such a
+`Deferred` step's values come, when first read, from the trace's `fill`: a function that makes
+the full trace of the same run (the explorer runs the same engine again, tracing everything).
 
 The one sanctioned way the trace changes the math is an explicit intervention: inside
 `with intervene({"decoder.1.self_attn.head0.C": fn}):` a tap whose full name matches a key
@@ -35,6 +38,7 @@ import contextlib
 import difflib
 import fnmatch
 import math
+import threading
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -61,6 +65,15 @@ class Derivation:
     dtype: type
 
 
+@dataclass(frozen=True, eq=False)
+class Deferred:
+    """A step recorded by name and shape only (its trace's `keep` did not keep it): its values
+    are read from the full trace that the trace's `fill` makes, once, when one is first read."""
+
+    shape: tuple[int, ...]
+    trace: Trace
+
+
 @dataclass(eq=False)
 class Step:
     """One recorded intermediate: `values` is the stored copy, or, for a step recorded with
@@ -72,13 +85,15 @@ class Step:
     note: str = ""
     rows: list[str] | None = None
     cols: list[str] | None = None
-    derived: Derivation | None = field(default=None, repr=False)
+    derived: Derivation | Deferred | None = field(default=None, repr=False)
 
     @property
     def values(self) -> np.ndarray:
         if self.derived is None:
             return self.data
         d = self.derived
+        if isinstance(d, Deferred):
+            return d.trace.filled(self)
         return np.asarray(d.fn(d.source.values), dtype=d.dtype)
 
     @property
@@ -108,6 +123,10 @@ class Trace:
     _indexed: int = field(default=0, repr=False)
     _last: dict[str, Step] = field(default_factory=dict, repr=False)  # name -> latest step
     _last_mask: np.ndarray | None = field(default=None, repr=False)
+    keep: Callable[[str], bool] | None = field(default=None, repr=False)  # None: keep all
+    fill: Callable[[], Trace] | None = field(default=None, repr=False)  # makes the full trace
+    _full: Trace | None = field(default=None, repr=False)
+    _filling: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.step(name).values
@@ -151,6 +170,31 @@ class Trace:
         self._last_mask.flags.writeable = False
         return self._last_mask
 
+    def filled(self, step: Step) -> np.ndarray:
+        """A deferred step's values, from the full trace (made by `fill` at the first read)."""
+        with self._filling:
+            if self._full is None:
+                if self.fill is None:
+                    raise TraceError(
+                        f"{step.name} was recorded by name only (tracing(keep=...)) and this "
+                        "trace has no fill to compute it: trace again without keep"
+                    )
+                self._full = self.fill()
+        full = self._full._index().get(step.name)
+        if full is None or full.shape != step.shape:
+            found = "no such step" if full is None else f"shape {full.shape}"
+            raise TraceError(
+                f"the full trace does not match this one at {step.name} ({found}, here "
+                f"{step.shape}): fill must run the same engine on the same input"
+            )
+        v = full.values
+        return v if v.dtype == bool or v.dtype == self.dtype else v.astype(self.dtype)
+
+    @property
+    def full(self) -> Trace | None:
+        """The full trace, once a deferred step's read made it (else None)."""
+        return self._full
+
     def step(self, name: str) -> Step:
         s = self._index().get(name)
         if s is None:
@@ -171,9 +215,11 @@ class Trace:
     @property
     def nbytes(self) -> int:
         """Bytes of the values this trace holds: each stored array once (the shared mask too),
-        nothing for a derived step (it is recomputed when read, and not to count it)."""
+        nothing for a derived step (it is recomputed when read, and not to count it), and the
+        full trace that filled its deferred steps, once made."""
         stored = {id(s.data): s.data for s in self.steps if s.data is not None}
-        return sum(a.nbytes for a in stored.values())
+        own = sum(a.nbytes for a in stored.values())
+        return own + (self._full.nbytes if self._full is not None else 0)
 
     def axis_labels(self, step: Step) -> tuple[list[str] | None, list[str] | None]:
         """Token names for a step's rows and columns: its own, or those of its stack's tokens.
@@ -253,6 +299,11 @@ def tap(
         return x
     if not equation:
         equation = equation_for(full)
+    if trace.keep is not None and not trace.keep(full):  # by name and shape: filled when read
+        v = x if record is None else record(x)
+        shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+        trace._record(Step(full, None, equation, note, rows, cols, Deferred(shape, trace)))
+        return x
     values = trace._store(np.asarray(x if record is None else record(x)))
     trace._record(Step(full, values, equation, note, rows, cols))
     return x
@@ -307,12 +358,20 @@ def scope(prefix: str):
 
 
 @contextlib.contextmanager
-def tracing(labels: dict[str, list[str]] | None = None, dtype=np.float64):
+def tracing(
+    labels: dict[str, list[str]] | None = None,
+    dtype=np.float64,
+    keep: Callable[[str], bool] | None = None,
+    fill: Callable[[], Trace] | None = None,
+):
     """Record every `tap` in this block into the yielded `Trace`.
 
     dtype: how float values are stored. The default float64 keeps every value exact (the parity
     and golden tests, `interventions.patch`, which replays recorded values); np.float32 halves a
-    trace's memory (a server keeping many traces) at ~1e-7 relative error in what is shown."""
+    trace's memory (a server keeping many traces) at ~1e-7 relative error in what is shown.
+    keep(full name): whether a step's values are stored now (default: all); the others are
+    `Deferred`, their values read from `fill()`'s full trace of the same run when first read
+    (`fill` may also be set on the trace afterwards)."""
     try:
         dtype = np.dtype(dtype).type
     except TypeError:
@@ -320,7 +379,7 @@ def tracing(labels: dict[str, list[str]] | None = None, dtype=np.float64):
     if dtype not in (np.float64, np.float32):
         shown = getattr(dtype, "__name__", repr(dtype))
         raise InputError(f"a trace stores float64 or float32 values, not {shown}")
-    trace = Trace(labels=dict(labels or {}), dtype=dtype)
+    trace = Trace(labels=dict(labels or {}), dtype=dtype, keep=keep, fill=fill)
     token, ptoken = _ACTIVE.set(trace), _PREFIX.set(())
     try:
         yield trace

@@ -47,6 +47,15 @@ def add_parsers(sub) -> None:
         "side in their own threads instead, and a busy machine does not stall)",
     )
     dtype_arg(s, "float64")
+    s.add_argument(
+        "--view",
+        choices=["auto", "reference", "float32"],
+        default="auto",
+        help="whose numbers a decoder's page shows: reference (NumPy float64, every step), "
+        "float32 (the PyTorch engine in float32 traces what is drawn first, the other steps "
+        "when read, the float64 reference on demand for the badge and the exports), or auto "
+        "(default: float32 for decoders of 50M parameters or more, when PyTorch is installed)",
+    )
     s.add_argument("--no-walkthroughs", action="store_true", help="list only the MODEL_DIRs given")
     s.set_defaults(func=cmd_serve)
 
@@ -66,7 +75,7 @@ def cmd_serve(args) -> int:
     dtype = engine_dtype(args, "float64")
     _limit_threads(args.threads)
     registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
-    explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20)
+    explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20, view=args.view)
     server, sock, url = make_server(explorer, args.host, args.port)
     if not is_loopback(sock.getsockname()[0]):  # what was bound, however it was spelt
         print(

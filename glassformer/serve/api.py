@@ -30,7 +30,7 @@ from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data
 from glassformer.explain.overview import collapses, overview_svg
-from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
+from glassformer.explain.select import Group, HeadNumbers, KVGroups, attention_maps, group_steps
 from glassformer.explain.words import Naming, naming, title
 from glassformer.serve import fidelity, generation, neuron, runs
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
@@ -178,9 +178,12 @@ def dumps(x) -> str:
 class Explorer:
     """The registry, the run cache and the actions over them."""
 
-    def __init__(self, registry: Registry, cache_bytes: int = 512 * 2**20):
+    def __init__(self, registry: Registry, cache_bytes: int = 512 * 2**20, view: str = "auto"):
+        if view not in runs.VIEWS:
+            raise ValueError(f"view is one of {', '.join(runs.VIEWS)}, not {view!r}")
         self.registry = registry
         self.cache = RunCache(cache_bytes)
+        self.view = view  # which runs are float32 views (`runs.view_of`)
 
     def check(self, action: str, body: dict) -> None:
         """What a request may hold at all, before anything is loaded or run: the fields of its
@@ -218,7 +221,8 @@ class Explorer:
         if cfg.arch == "encoder-decoder":
             target = id_list(body, "target", cfg.vocab_size, cfg.max_len)
         key = (model_id, typed if ids is None else None, _tuple(ids), _tuple(target))
-        return m, self.cache.get(key, lambda: runs.make_run(model_id, m, typed, ids, target))
+        view = runs.view_of(m, self.view)
+        return m, self.cache.get(key, lambda: runs.make_run(model_id, m, typed, ids, target, view))
 
     def models(self) -> dict:
         return {"models": self.registry.listing()}
@@ -264,9 +268,11 @@ class Explorer:
     def _summary(self, m, run) -> dict:
         maps = attention_maps(run.trace.steps)
         heads = HeadNumbers(run.trace.steps)
+        groups = KVGroups(run.trace.names())  # once: every head's sentence reads it
         return {
             "model": run.model_id,
             "arch": run.arch,
+            "engine": run.engine,
             "tokens": runs.tokens(m, run),
             "unknown": run.unknown,
             "output": runs.output(m, run),
@@ -282,7 +288,7 @@ class Explorer:
                     "kind": a.kind,
                     "shape": list(a.step.shape),
                     "label": heads.label(a.step.name),
-                    "about": neuron.about(run.trace, a.step.name.rpartition(".")[0]),
+                    "about": neuron.about(run.trace, a.step.name.rpartition(".")[0], groups),
                 }
                 for a in maps
             ],
@@ -449,7 +455,7 @@ class Explorer:
         meta = {"model": self.registry.entry(run.model_id).description}
         meta["input"] = body.get("text", "")
         return render_html(
-            run.trace,
+            runs.reference(m, run),  # a float32 view's run: the float64 reference, made now
             title=f"glassformer: “{str(body.get('text', ''))[:80]}”",
             meta=meta,
             vocab=m.tok.vocab,
@@ -463,13 +469,14 @@ class Explorer:
         """The run's trace as JSON (as `explain --json` writes it), one step at a time."""
         m, run = self.run(body)
         kind = None if isinstance(m, Fixed) else m.token_kind
-        labels = run.trace.labels
+        trace = runs.reference(m, run)  # a float32 view's run: the float64 reference, made now
+        labels = trace.labels
         readable = {k: display_tokens(v, kind) for k, v in labels.items()}
         head = {"model": run.model_id, "labels": labels, "labels_readable": readable}
         yield dumps(head)[:-1] + ',"steps":['
-        for n, s in enumerate(run.trace.steps):
+        for n, s in enumerate(trace.steps):
             d = s.to_dict()
-            d["rows"], d["cols"] = run.trace.axis_labels(s)
+            d["rows"], d["cols"] = trace.axis_labels(s)
             yield ("," if n else "") + dumps(d)
         yield "]}\n"
 

@@ -7,6 +7,10 @@ engines record (all but the LayerNorm internals the fused op does not expose), a
 installed, runs that library's own model class on the same folder (float64, local files only)
 and compares its output: logits (GPT-2, Marian, Pegasus) or the last hidden state (BERT).
 Without torch or transformers the badge says so. Nothing is fetched from a hub.
+
+A float32 view's run (`runs.py`) shows the PyTorch engine's float32 numbers: its badge compares
+what is shown, every step, with the float64 reference made for it (`view_vs_reference`), and
+says whether the largest difference over the largest value stays within FLOAT32_REL.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import numpy as np
 
 from glassformer.engine_diff import compare
 from glassformer.model import Model
-from glassformer.serve.runs import Run
+from glassformer.serve.runs import REFERENCE, Run, reference
 from glassformer.serve.sessions import Fixed
 from glassformer.trace import tracing
 
@@ -25,7 +29,10 @@ HF_CLASSES = {
     "bert": ("BertModel", "last_hidden_state", "encoder.output"),
     "marian": ("MarianMTModel", "logits", "logits"),
     "pegasus": ("PegasusForConditionalGeneration", "logits", "logits"),
+    "llama": ("LlamaForCausalLM", "logits", "logits"),
+    "qwen2": ("Qwen2ForCausalLM", "logits", "logits"),
 }
+FLOAT32_REL = 1e-4  # a float32 view agrees when every step is this close, relative to its scale
 
 
 def badge(m: Model | Fixed, run: Run) -> dict:
@@ -38,9 +45,8 @@ def badge(m: Model | Fixed, run: Run) -> dict:
                 "numbers by the tests",
             }
         else:
-            run.extra["fidelity"] = {"torch": torch_vs_reference(m, run)} | {
-                "hf": hf_vs_reference(m, run)
-            }
+            mine = torch_vs_reference if run.engine == REFERENCE else view_vs_reference
+            run.extra["fidelity"] = {"torch": mine(m, run)} | {"hf": hf_vs_reference(m, run)}
     return run.extra["fidelity"]
 
 
@@ -57,6 +63,22 @@ def _largest(pairs) -> dict:
         if where is None or d > worst:
             worst, where = d, name
     return {"max_abs_diff": worst, "where": where, "compared": n}
+
+
+def view_vs_reference(m: Model, run: Run) -> dict:
+    """A float32 view against the float64 reference: every step both record (the view's own
+    values, its deferred steps made now): the largest difference, and the largest relative to
+    a step's largest value (what float32 rounding makes), with where each is."""
+    ref = reference(m, run)
+    pairs = [(s.name, s.values, ref[s.name]) for s in run.trace.steps if s.name in ref]
+    rel, where = 0.0, None
+    for name, a, b in pairs:
+        if np.shape(a) == np.shape(b) and (r := compare(a, b).max_rel) >= rel:
+            rel, where = r, name
+    return {
+        "available": True, "engine": "PyTorch float32 (shown) vs NumPy float64",
+        "max_rel_diff": rel, "where_rel": where, "tolerance": FLOAT32_REL,
+    } | _largest(pairs)  # fmt: skip
 
 
 def torch_vs_reference(m: Model, run: Run) -> dict:
@@ -106,7 +128,7 @@ def hf_vs_reference(m: Model, run: Run) -> dict | None:
         theirs = getattr(out, field)[0].double().numpy()
     except Exception as e:  # noqa: BLE001 - optional: any failure is a note on the badge
         return {"available": False, "note": f"transformers could not run it ({type(e).__name__})"}
-    ours = run.trace[step]
+    ours = reference(m, run)[step]  # the float64 reference's, even when a view is shown
     if theirs.shape != ours.shape:  # e.g. a vocabulary padded differently
         return {"available": False, "note": f"shapes differ: {theirs.shape} vs {ours.shape}"}
     result = _largest([(step, theirs, ours)])

@@ -26,14 +26,16 @@ def sources(trace: Trace, prefix: str) -> tuple[str, str] | None:
     keys = found[0] if found else prefix
     q = next((f"{prefix}.{n}" for n in ("Q_rot", "Q") if f"{prefix}.{n}" in trace), None)
     k = next((f"{keys}.{n}" for n in ("K_rot", "K") if f"{keys}.{n}" in trace), None)
-    if q is None or k is None or trace[q].ndim != 2 or trace[k].ndim != 2:
+    if q is None or k is None or len(trace.step(q).shape) != 2 or len(trace.step(k).shape) != 2:
         return None
     return q, k
 
 
-def about(trace: Trace, prefix: str) -> str:
-    """What to say of a head beside its map: what it shares, and whether it rotates."""
-    said = [sharing(prefix + ".", KVGroups(trace.names())), rotated(trace, prefix)]
+def about(trace: Trace, prefix: str, groups: KVGroups | None = None) -> str:
+    """What to say of a head beside its map: what it shares, and whether it rotates. groups:
+    the trace's `KVGroups`, when the caller asks of many heads (made from every name)."""
+    groups = groups if groups is not None else KVGroups(trace.names())
+    said = [sharing(prefix + ".", groups), rotated(trace, prefix)]
     return " ".join(s for s in said if s)
 
 

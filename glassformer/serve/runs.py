@@ -10,6 +10,14 @@ sentence embedding, or its classifier); a walkthrough's own recorded trace. Inte
 A model's run whose output is NaN or infinite, or a decoding step that is, is refused with a
 `NonFiniteError` naming the step where it starts (`numerics`), never shown as an answer.
 
+A decoder of real size (see `VIEW_PARAMS`; or any decoder with `serve --view float32`) is seen
+through a view instead: the PyTorch engine in float32 records what the page draws first (every
+attention map, the mask, the logits) and every other step by name and shape only; a step's
+values are made when something reads one (a step card, the neuron view, a tile): the same
+engine again, tracing everything, once per run. The float64 reference runs on demand
+(`reference`): for the fidelity badge, which then compares what is shown with it, for the
+exports and for patching. `Run.engine` says which engine's numbers a run shows.
+
 Deliberately not here: HTTP and JSON shapes (`app.py`, `api.py`), decoding strategies
 (`generation.py`), the engines' agreement (`fidelity.py`).
 """
@@ -30,9 +38,13 @@ from glassformer.model import Decoding, Model
 from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
 from glassformer.touch import check_finite
-from glassformer.trace import Trace
+from glassformer.trace import Trace, tracing
 
 TOP = 10  # next tokens listed beside a run
+VIEW_PARAMS = 50_000_000  # `--view auto`: decoders of this many parameters get the float32 view
+VIEWS = ("auto", "reference", "float32")
+REFERENCE = "NumPy float64 (the reference)"
+FLOAT32_VIEW = "PyTorch float32 (a view; the float64 reference on demand)"
 
 
 @dataclass
@@ -50,18 +62,46 @@ class Run:
     elapsed_ms: float = 0.0
     nbytes: int = 0
     extra: dict = field(default_factory=dict)  # per-run results made once (fidelity)
+    engine: str = REFERENCE  # whose numbers the trace holds
+    reference: Trace | None = None  # the float64 reference's trace, once made (`reference()`)
 
 
 def piece(tok, i: int) -> str:
     return tok.vocab[i] if 0 <= i < len(tok.vocab) else f"#{i}"
 
 
-def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) -> Run:
+def n_params(m: Model) -> int:
+    return m.cached("n_params", lambda: sum(int(np.size(v)) for v in m.params.values()))
+
+
+def view_of(m: Model | Fixed, view: str) -> str:
+    """'float32' when this model's runs are seen through the float32 view, else 'reference':
+    a decoder, PyTorch installed, and `view` float32, or auto and a model of VIEW_PARAMS."""
+    if view == "reference" or isinstance(m, Fixed) or m.cfg.arch != "decoder":
+        return "reference"
+    if view == "auto" and n_params(m) < VIEW_PARAMS:
+        return "reference"
+    return "float32" if m.torch("float32") is not None else "reference"
+
+
+ON_SCREEN = (".A", ".mask")  # the ends of the step names a view keeps (and the logits)
+
+
+def on_screen(name: str) -> bool:
+    return name == "logits" or name.endswith(ON_SCREEN)
+
+
+def make_run(
+    model_id: str, m: Model | Fixed, text: str, ids=None, target=None, view: str = "reference"
+) -> Run:
     """The run of one input: see the module docstring. ids: decoder ids instead of the text's;
-    target: an encoder-decoder's decoder ids (from BOS) instead of its greedy translation."""
+    target: an encoder-decoder's decoder ids (from BOS) instead of its greedy translation;
+    view: "float32" for a decoder's float32 view (`view_of`), else the reference."""
     start = time.perf_counter()
     if isinstance(m, Fixed):
         run = Run(model_id, "walkthrough", m.trace, None, [])
+    elif view == "float32":
+        run = _view_run(model_id, m, text, ids)
     else:
         translating = m.cfg.arch == "encoder-decoder"  # a decoder's run generates nothing
         greedy = Decoding(max_new_tokens=m.cfg.max_len - 1) if translating else None
@@ -71,6 +111,42 @@ def make_run(model_id: str, m: Model | Fixed, text: str, ids=None, target=None) 
     run.elapsed_ms = (time.perf_counter() - start) * 1000
     run.nbytes = run.trace.nbytes  # what it holds: derived steps are recomputed, not kept
     return run
+
+
+def _view_run(model_id: str, m: Model, text: str, ids) -> Run:
+    """A decoder's float32 view: see the module docstring."""
+    import torch
+
+    unknown: list[str] = []
+    if ids is None:
+        ids = m.encode(text, unknown=unknown)
+    ids = list(ids)
+    model, x = m.torch("float32"), torch.tensor([ids])
+    labels = {"decoder": m.pieces(ids)}
+
+    def everything() -> Trace:
+        with torch.no_grad(), np.errstate(all="ignore"), tracing(labels, np.float32) as full:
+            model(x)
+        return full
+
+    with torch.no_grad(), np.errstate(all="ignore"):
+        with tracing(labels, np.float32, keep=on_screen, fill=everything) as trace:
+            model(x)
+    logits = trace["logits"]  # (T, V)
+    where = lambda _: ("the model's outputs", ids, None)  # noqa: E731
+    numerics.check(logits[None], where, m.params, m.cfg, m.fix)
+    return Run(model_id, "decoder", trace, None, ids, unknown, logits, engine=FLOAT32_VIEW)
+
+
+def reference(m: Model | Fixed, run: Run) -> Trace:
+    """The run's trace in the float64 reference: its own, or (a float32 view) made once now."""
+    if run.engine == REFERENCE:
+        return run.trace
+    if run.reference is None:
+        r = m.run(ids=run.ids, quiet=True)
+        r.trace.labels = dict(run.trace.labels)
+        run.reference = r.trace
+    return run.reference
 
 
 def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
@@ -156,7 +232,7 @@ def intervention_fns(m: Model, run: Run, heads: list[dict], how: str, source: Ru
                     f"{n_src} positions there, this one {n_run}; give two prompts with the "
                     "same number of tokens"
                 )
-            fns |= I.patch(source.trace, name)
+            fns |= I.patch(reference(m, source), name)  # the float64 values
         else:
             fns |= I.ablate_head(h["layer"], h["head"], how, h["stack"], h["kind"])
     return fns

@@ -237,6 +237,7 @@ class RunCache:
         self._making: dict = {}
         self._lock = threading.Lock()
         self._total = 0
+        self._sizes: dict = {}  # key -> the bytes counted for it
         self.hits = self.misses = 0
 
     def get(self, key, make: Callable):
@@ -244,7 +245,9 @@ class RunCache:
             if key in self._runs:
                 self._runs.move_to_end(key)
                 self.hits += 1
-                return self._runs[key]
+                run = self._runs[key]
+                self._remeasure(key, run)
+                return run
             gate = self._making.setdefault(key, threading.Lock())
         with gate:
             with self._lock:
@@ -260,12 +263,24 @@ class RunCache:
             with self._lock:  # in the cache before the gate goes: no one makes it twice
                 self.misses += 1
                 self._runs[key] = run
-                self._total += _size(run)
-                while len(self._runs) > 1 and self._total > self.max_bytes:
-                    _, old = self._runs.popitem(last=False)
-                    self._total -= _size(old)
+                self._sizes[key] = _size(run)
+                self._total += self._sizes[key]
+                self._evict()
                 self._making.pop(key, None)
             return run
+
+    def _remeasure(self, key, run) -> None:
+        """A run grows after it is made (a float32 view's full trace and float64 reference are
+        made when first read): count what it holds now, and evict for it. Under the lock."""
+        now = _size(run)
+        self._total += now - self._sizes.get(key, 0)
+        self._sizes[key] = now
+        self._evict()
+
+    def _evict(self) -> None:
+        while len(self._runs) > 1 and self._total > self.max_bytes:
+            old, _ = self._runs.popitem(last=False)
+            self._total -= self._sizes.pop(old, 0)
 
     def bytes(self) -> int:
         return self._total
@@ -275,4 +290,8 @@ class RunCache:
 
 
 def _size(run) -> int:
-    return getattr(run, "nbytes", 0)
+    """What a run holds: its trace (with a view's full trace once made) and its reference."""
+    trace, ref = getattr(run, "trace", None), getattr(run, "reference", None)
+    if trace is None:
+        return getattr(run, "nbytes", 0)
+    return trace.nbytes + (ref.nbytes if ref is not None else 0)

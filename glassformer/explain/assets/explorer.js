@@ -13,7 +13,7 @@
   const H = window.glassformerHeatmap;
   const $ = id => document.getElementById(id);
   const app = $("app"), tip = app.querySelector(".gf-tip");
-  const DEBOUNCE = 120, REGENERATE = 250;
+  const DEBOUNCE = 120, REGENERATE = 250, BADGE_PAUSE_MS = 600;
   const state = {
     models: [], model: null, info: null, text: "", run: null, seq: 0, stepInput: null,
     site: null, layer: null, head: null, mapName: null, mapData: null, tab: "attention",
@@ -276,7 +276,7 @@
     const n = Object.values(run.tokens).map(t => t.length).join(" + ");
     status(plural(run.n_steps, "step") + " recorded · " + (n || 0) + " tokens · model ran in " +
       Math.round(run.elapsed_ms) + " ms on the server (" + plural(run.cache.runs, "run") + " cached, " +
-      run.cache.mb + " MB)");
+      run.cache.mb + " MB)" + (run.engine && !run.engine.startsWith("NumPy") ? " · values: " + run.engine : ""));
     if (state.typedAt === typedAt) state.typedAt = null;  // a newer key press waits for its run
     if (typedAt !== null) {
       const ms = performance.now() - typedAt;
@@ -284,7 +284,12 @@
       $("latency").textContent = "keystroke → attention map: " + Math.round(ms) + " ms";
     } else $("latency").textContent = "";  // no key press behind this run: no latency to tell
     app.dataset.ready = String(seq);
-    badge(seq);
+    // A float32 view's badge runs the float64 reference: it waits for a pause in typing, so that
+    // it never holds up the next key press's map (a newer run cancels it).
+    if (run.engine && !run.engine.startsWith("NumPy")) {
+      $("badge").textContent = "fidelity: checked when typing pauses…";
+      setTimeout(() => { if (seq === state.seq) badge(seq); }, BADGE_PAUSE_MS);
+    } else badge(seq);
     if (state.tab === "steps") renderSteps();
     if (state.ablated.size) intervene();
     if (state.tab === "compare") compare();
@@ -331,9 +336,15 @@
     if (!f.torch) parts.push(f.note || "");
     else if (!f.torch.available) parts.push(f.torch.note);
     else {
-      parts.push("PyTorch vs NumPy: max |Δ| " + H.fmt(f.torch.max_abs_diff, 2) + " over " + f.torch.compared + " steps");
-      ok = f.torch.max_abs_diff < 1e-9;
-      b.title = "largest at " + f.torch.where + " (" + exact(f.torch.max_abs_diff) + ")";
+      if (f.torch.tolerance !== undefined) {  // a float32 view: what is shown against the float64 reference
+        parts.push("float32 view vs NumPy float64: max |Δ| / max |x| " + H.fmt(f.torch.max_rel_diff, 2) + " over " + f.torch.compared + " steps");
+        ok = f.torch.max_rel_diff <= f.torch.tolerance;
+        b.title = "relative: largest at " + f.torch.where_rel + "; absolute: " + exact(f.torch.max_abs_diff) + " at " + f.torch.where;
+      } else {
+        parts.push("PyTorch vs NumPy: max |Δ| " + H.fmt(f.torch.max_abs_diff, 2) + " over " + f.torch.compared + " steps");
+        ok = f.torch.max_abs_diff < 1e-9;
+        b.title = "largest at " + f.torch.where + " (" + exact(f.torch.max_abs_diff) + ")";
+      }
     }
     if (f.hf) {
       if (f.hf.available) {

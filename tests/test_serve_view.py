@@ -1,0 +1,223 @@
+"""The explorer's float32 view of a real-size decoder (issue 29 point 2), and what it rests on: a
+trace that keeps only some steps (`tracing(keep=...)`) and makes the others when read.
+
+Oracles: the same engine traced in full (a deferred step's values are exactly those), the float64
+reference engine's trace (every number of a view within float32 rounding of it; the exports and
+patching are the reference's own numbers, equal to those of a server without the view),
+transformers' own Llama (the badge of a Llama folder), and invariants (a cache's bytes count what
+its runs hold once they grew).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("starlette")
+
+from glassformer import weights  # noqa: E402
+from glassformer.config import Config  # noqa: E402
+from glassformer.errors import TraceError  # noqa: E402
+from glassformer.model import Model  # noqa: E402
+from glassformer.model import load as load_model  # noqa: E402
+from glassformer.serve import Explorer, Registry  # noqa: E402
+from glassformer.serve import runs as serve_runs  # noqa: E402
+from glassformer.serve.fidelity import FLOAT32_REL  # noqa: E402
+from glassformer.tokenizer import CharTokenizer  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.trace import Deferred, tracing  # noqa: E402
+
+TEXT = "the cat sat on the mat"
+MODERN = dict(positions="rotary", norm_kind="rmsnorm", ffn_kind="gated", activation="silu",
+              bias=False, n_kv_heads=1)  # fmt: skip
+
+
+def checkpoint(folder, **more):
+    tok = CharTokenizer.train(["abcdefghijklmnopqrstuvwxyz ."])
+    cfg = Config(arch="decoder", vocab_size=tok.vocab_size, d_model=32, n_heads=4,
+                 n_decoder_layers=2, d_ff=64, max_len=48, **more)  # fmt: skip
+    weights.save(folder, cfg, weights.init(cfg, seed=1, std=0.3), tokenizer=tok)
+    return folder
+
+
+@pytest.fixture(scope="module", params=["classic", "modern"])
+def folder(request, tmp_path_factory):
+    more = MODERN if request.param == "modern" else {}
+    return checkpoint(tmp_path_factory.mktemp(request.param) / "m", **more)
+
+
+def explorers(folder, **kw):
+    """The same folder served with the float32 view and with the reference (as before it)."""
+    out = {}
+    for view in ("float32", "reference"):
+        ex = Explorer(Registry([folder], walkthroughs=False), view=view, **kw)
+        out[view] = (ex, next(iter(ex.registry.entries)))
+    return out
+
+
+# -- the trace that keeps some steps ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("engine", ["reference", "torch"])
+def test_a_deferred_step_reads_as_the_full_trace(engine, folder):
+    """keep: only the attention maps stored; every other step by name and shape, and read, the
+    values of the same engine traced in full (exactly: the same arithmetic)."""
+    m = load_model(folder)
+    ids = m.encode(TEXT)
+    if engine == "torch":
+        model = from_params(m.cfg, m.params, dtype=torch.float64)
+
+        def forward():
+            with torch.no_grad():
+                model(torch.tensor([ids]))
+    else:
+        from glassformer import reference as R
+
+        def forward():
+            R.forward(m.params, m.cfg, ids)
+
+    def full():
+        with tracing() as tr:
+            forward()
+        return tr
+
+    with tracing(keep=lambda n: n.endswith(".A"), fill=full) as view:
+        forward()
+    whole = full()
+    assert view.names() == whole.names()
+    deferred = [s for s in view.steps if isinstance(s.derived, Deferred)]
+    kept = [s for s in view.steps if s not in deferred]  # stored, or a recipe (derive=)
+    assert any(s.name.endswith(".A") for s in kept)
+    assert all(s.name.endswith(".A") for s in kept if s.data is not None)
+    assert len(deferred) > len(kept)
+    before = view.nbytes
+    assert view.full is None
+    for s in view.steps:
+        assert s.shape == whole.step(s.name).shape
+        np.testing.assert_array_equal(s.values, whole[s.name], err_msg=s.name)
+    assert view.full is not None and view.nbytes > before  # the full trace is counted once made
+
+
+def test_a_deferred_step_without_fill_or_with_a_wrong_one_is_refused(folder):
+    from glassformer import reference as R
+
+    m = load_model(folder)
+    ids = m.encode(TEXT)
+    with tracing(keep=lambda n: n == "logits") as tr:
+        R.forward(m.params, m.cfg, ids)
+    name = next(s.name for s in tr.steps if s.data is None and s.derived is not None)
+    with pytest.raises(TraceError, match="recorded by name only"):
+        tr[name]
+
+    def other():  # another input: the shapes differ
+        with tracing() as t:
+            R.forward(m.params, m.cfg, ids[:-1])
+        return t
+
+    tr.fill = other
+    with pytest.raises(TraceError, match="does not match"):
+        tr[name]
+
+
+# -- the explorer's view --------------------------------------------------------------------------
+
+
+def test_the_view_shows_the_references_numbers_within_float32(folder):
+    """Every attention map and the next tokens of a float32 view are the reference's within
+    float32 rounding; a step card's deferred values too; the page is told which engine."""
+    views = explorers(folder)
+    (ex, mid), (ref_ex, _) = views["float32"], views["reference"]
+    body = {"model": mid, "text": TEXT}
+    s, r = ex.summary(body), ref_ex.summary(body)
+    assert s["engine"] == serve_runs.FLOAT32_VIEW and r["engine"] == serve_runs.REFERENCE
+    assert [a["name"] for a in s["attention"]] == [a["name"] for a in r["attention"]]
+    assert [t["id"] for t in s["output"]["top"]] == [t["id"] for t in r["output"]["top"]]
+    _, run = ex.run(body)
+    trace = load_model(folder).trace(TEXT)
+    assert run.trace.nbytes < trace.nbytes / 4  # what it stores until a step is read
+    for a in s["attention"]:
+        np.testing.assert_allclose(run.trace[a["name"]], trace[a["name"]], atol=1e-5)
+    card = next(n for n in run.trace.names() if n.endswith("ffn.out"))
+    assert run.trace.step(card).data is None
+    got = ex.step(body | {"name": card})
+    assert got["name"] == card and card in got["html"]
+    np.testing.assert_allclose(run.trace[card], trace[card], rtol=1e-4, atol=1e-5)
+
+
+def test_the_badge_compares_what_is_shown_with_the_float64_reference(folder):
+    (ex, mid) = explorers(folder)["float32"]
+    body = {"model": mid, "text": TEXT}
+    f = ex.fidelity(body)["torch"]
+    assert f["available"] and f["tolerance"] == FLOAT32_REL
+    assert 0 < f["max_rel_diff"] <= FLOAT32_REL  # float32: not exact, and close
+    assert f["compared"] > 20 and f["where"] and f["where_rel"]
+    _, run = ex.run(body)
+    assert run.reference is not None and run.trace.full is not None
+
+
+def test_exports_and_patching_are_the_references_own_numbers(folder):
+    """The trace export and the report of a view hold the float64 reference (the same bytes
+    as a server without the view); a patch takes the second prompt's float64 values."""
+    views = explorers(folder)
+    (ex, mid), (ref_ex, _) = views["float32"], views["reference"]
+    body = {"model": mid, "text": TEXT}
+    assert "".join(ex.trace_json(body)) == "".join(ref_ex.trace_json(body))
+    assert ex.report(body) == ref_ex.report(body)
+    patch = body | {"heads": [{"stack": "decoder", "kind": "self_attn", "layer": 1, "head": 0}],
+                    "how": "patch", "patch_text": "the dog sat on the log"}  # fmt: skip
+    assert ex.intervene(patch) == ref_ex.intervene(patch)
+
+
+def test_which_runs_are_views(folder, tmp_path):
+    """auto: a small decoder stays with the reference; --view float32 makes its runs views; an
+    encoder-decoder is always traced by the reference."""
+    m = load_model(folder)
+    assert serve_runs.view_of(m, "auto") == "reference"
+    assert serve_runs.view_of(m, "float32") == "float32"
+    assert serve_runs.view_of(m, "reference") == "reference"
+    big = Model(m.cfg, m.params, m.tok)
+    big._made["n_params"] = serve_runs.VIEW_PARAMS  # (counted once per model, then cached)
+    assert serve_runs.view_of(big, "auto") == "float32"
+    cfg = Config(arch="encoder-decoder", vocab_size=m.cfg.vocab_size, d_model=16, n_heads=2,
+                 n_encoder_layers=1, n_decoder_layers=1, max_len=16)  # fmt: skip
+    encdec = Model(cfg, weights.init(cfg, seed=0), m.tok)
+    assert serve_runs.view_of(encdec, "float32") == "reference"
+    with pytest.raises(ValueError, match="view is one of"):
+        Explorer(Registry([folder], walkthroughs=False), view="float16")
+
+
+def test_the_cache_counts_what_a_view_grew_to(folder):
+    """A view's run grows when read (its full trace, its reference): the cache counts it on the
+    next request and evicts older runs to stay within its bound."""
+    (ex, mid) = explorers(folder)["float32"]
+    body = {"model": mid, "text": TEXT}
+    ex.summary(body)
+    small = ex.cache.bytes()
+    ex.fidelity(body)  # makes the full trace and the reference
+    ex.summary(body)  # a hit: measured again
+    _, run = ex.run(body)
+    grown = run.trace.nbytes + run.reference.nbytes
+    assert ex.cache.bytes() == grown > 2 * small
+    ex.cache.max_bytes = grown + small // 2  # room for the grown run and a small one
+    ex.summary({"model": mid, "text": "a dog"})
+    ex.fidelity({"model": mid, "text": "a dog"})
+    ex.summary({"model": mid, "text": "a dog"})  # grown too: the older run goes
+    assert len(ex.cache) == 1 and ex.cache.bytes() <= ex.cache.max_bytes
+
+
+def test_a_llama_folders_badge_is_transformers_own(tmp_path):
+    """A Llama folder (made by transformers) is compared with LlamaForCausalLM itself, on the
+    float64 reference's logits, also when the page shows the float32 view."""
+    pytest.importorskip("transformers")
+    from test_hf_llama import build
+
+    _, path, _ = build("llama-gqa2", tmp_path / "llama")
+    badges = {}
+    for view in ("reference", "float32"):
+        ex = Explorer(Registry([path], walkthroughs=False), view=view)
+        mid = next(iter(ex.registry.entries))
+        badges[view] = hf = ex.fidelity({"model": mid, "text": "Hello world"})["hf"]
+        assert hf["available"] and hf["engine"] == "transformers LlamaForCausalLM", hf
+    assert badges["reference"]["max_abs_diff"] < 1e-5  # (its rotary angles are float32)
+    assert badges["float32"] == badges["reference"]  # the reference's logits, not the view's
