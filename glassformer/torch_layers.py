@@ -35,7 +35,11 @@ def _scope(name: str):
 
 
 def _first(x: Tensor):
-    return x[0].detach().to(torch.float64).cpu().numpy()
+    """The first sequence as NumPy, in the tensor's own precision (the trace stores it as its
+    dtype: a float32 engine's values are not widened to float64 only to be narrowed again, and a
+    step a trace keeps by shape only costs no copy); bfloat16, which NumPy lacks, as float32."""
+    t = x[0].detach()
+    return (t.float() if t.dtype == torch.bfloat16 else t).cpu().numpy()
 
 
 def _tap(name: str, x: Tensor, equation: str = "") -> Tensor:
