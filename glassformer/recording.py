@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,6 +39,9 @@ import numpy as np
 from glassformer.errors import InputError
 
 WHITESPACE = ("␣", "⏎", "⇥", "␍")  # how `display_token` shows a space, newline, tab, CR
+# The recorder of this thread's decoding: another thread's forwards through the same (shared,
+# cached) engine pass the hooks by.
+_ACTIVE: ContextVar[Recorder | None] = ContextVar("glassformer_recorder", default=None)
 
 
 # -- what can be recorded, by name --------------------------------------------------------------
@@ -123,7 +127,8 @@ class _Step:
 class Recorder:
     """Forward hooks on `model`'s decoder that keep, per decoding step, the chosen values of
     the newest position of every row (see the module docstring). Use as a context manager;
-    the engine runs as before inside it."""
+    the engine runs as before inside it. The hooks record only the forwards of the thread
+    that entered it (a `Model` shares one engine between threads)."""
 
     model: object
     steps: list[str] = field(default_factory=list)  # names from `recordable`
@@ -133,8 +138,10 @@ class Recorder:
     done: dict = field(default_factory=dict)  # a translation's index -> (its ids, its values)
     _now: dict = field(default_factory=dict)
     _hooks: list = field(default_factory=list)
+    _token: object = None
 
     def __enter__(self) -> Recorder:
+        self._token = _ACTIVE.set(self)
         dec, wanted = self.model.decoder, set(self.steps)
         for layer, block in enumerate(dec.layers):
             for kind in ("self_attn", "cross_attn"):
@@ -159,9 +166,14 @@ class Recorder:
         for h in self._hooks:
             h.remove()
         self._hooks.clear()
+        _ACTIVE.reset(self._token)
 
     def _hook(self, module, fn) -> None:
-        self._hooks.append(module.register_forward_hook(fn, with_kwargs=True))
+        def mine(*args):
+            if _ACTIVE.get() is self:
+                fn(*args)
+
+        self._hooks.append(module.register_forward_hook(mine, with_kwargs=True))
 
     def _last(self, name: str):
         def hook(module, args, kwargs, out):

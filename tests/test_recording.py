@@ -102,6 +102,21 @@ def test_beam_record_follows_the_chosen_hypothesis_through_reorderings(en_es):
     assert moved >= 3, "no chosen hypothesis left row 0: this test would not see a wrong row"
 
 
+def test_a_recorder_reads_only_its_own_threads_forwards(en_es):
+    """A Model shares one engine between threads (the explorer): another thread's decoding
+    through it while this one records must not land in this record."""
+    import threading
+
+    model = en_es.torch("float32")
+    rec = recording.Recorder(model, mean_of=[(0, 0)])
+    other = threading.Thread(target=inference.translate, args=(model, en_es.tok, ["Hi."], 1))
+    with rec:
+        other.start()
+        other.join()
+        rec.step()
+    assert rec.recorded[0].values == {}
+
+
 def test_translate_alignments_command_writes_one_line_per_sentence(en_es, tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("I like cats.\n\nThank you.\n", encoding="utf-8")
