@@ -259,6 +259,25 @@ def test_rotary_grouped_query_model_records_turned_queries(char_lm):
 # -- bad requests: one line, exit 2 -------------------------------------------------------------
 
 
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory, char_lm):
+    """An encoder-only checkpoint with a tokenizer: it does not generate."""
+    cfg = Config(
+        arch="encoder",
+        vocab_size=char_lm.cfg.vocab_size,
+        d_model=16,
+        d_ff=24,
+        max_len=16,
+        n_heads=2,
+        n_encoder_layers=1,
+        n_decoder_layers=0,
+        n_classes=2,
+    )
+    path = tmp_path_factory.mktemp("enc") / "classifier"
+    weights.save(path, cfg, weights.init(cfg, seed=0), tokenizer=char_lm.tok)
+    return str(path)
+
+
 @pytest.fixture
 def existing(tmp_path):
     f = tmp_path / "out.jsonl"
@@ -312,6 +331,7 @@ BAD = {
         ["generate", "models/char-lm", "hi", "--record-top-k", "3"],
         "add --record",
     ),
+    "an encoder": (["generate", "ENC", "hi", "--record", "NEW"], "does not generate"),
     "reference engine": (
         ["generate", "models/char-lm", "hi", "--engine", "reference", "--record", "NEW"],
         "PyTorch engine",
@@ -320,10 +340,11 @@ BAD = {
 
 
 @pytest.mark.parametrize("case", list(BAD))
-def test_bad_requests_are_one_line_and_exit_2(case, existing, capsys):
+def test_bad_requests_are_one_line_and_exit_2(case, existing, encoder, capsys):
     argv, says = BAD[case]
     new = existing.parent / "new.jsonl"
-    argv = [str(existing) if a == "OLD" else str(new) if a == "NEW" else a for a in argv]
+    named = {"OLD": str(existing), "NEW": str(new), "ENC": encoder}
+    argv = [named.get(a, a) for a in argv]
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and says in err, err
