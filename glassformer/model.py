@@ -230,10 +230,12 @@ class Model:
         return self.need_tokenizer().decode(list(ids))
 
     def pieces(self, ids: list[int]) -> list[str]:
-        """Each id's raw vocabulary piece (`#id` without a tokenizer: a preset's model)."""
+        """Each id's raw vocabulary piece (`#id` without a tokenizer: a preset's model; and for
+        an id of an output layer wider than the tokenizer's vocabulary, as Qwen2's is padded)."""
         if self.tok is None:
             return [f"#{i}" for i in ids]
-        return self.tok.tokens(list(ids))
+        past = range(len(self.tok.vocab), self.cfg.vocab_size)  # (empty when they agree)
+        return [f"#{i}" if i in past else self.tok.tokens([i])[0] for i in ids]
 
     def readable(self, ids: list[int]) -> list[str]:
         """Each id's piece as a person reads it (a space shown as ␣, a byte as <0x0A>)."""

@@ -429,6 +429,8 @@ def jsonable(x):
     if isinstance(x, list | tuple):
         return [jsonable(v) for v in x]
     if isinstance(x, np.ndarray):
+        if x.dtype.kind in "biu" or (x.dtype.kind == "f" and np.isfinite(x).all()):
+            return x.tolist()  # nothing to replace: no walk over every element
         return jsonable(x.tolist())
     if isinstance(x, np.generic):
         x = x.item()

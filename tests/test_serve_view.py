@@ -221,3 +221,19 @@ def test_a_llama_folders_badge_is_transformers_own(tmp_path):
         assert hf["available"] and hf["engine"] == "transformers LlamaForCausalLM", hf
     assert badges["reference"]["max_abs_diff"] < 1e-5  # (its rotary angles are float32)
     assert badges["float32"] == badges["reference"]  # the reference's logits, not the view's
+
+
+def test_an_output_layer_wider_than_the_vocabulary_has_pieces_for_every_id(folder):
+    """Qwen2 pads its output layer past the tokenizer: an id there reads `#id` (a random model of
+    real size predicts one), an id past the output layer is still refused."""
+    from glassformer.errors import TokenizerError
+
+    m = load_model(folder)
+    n = len(m.tok.vocab)
+    wide = Model(m.cfg.override(f"vocab_size={n + 5}"), weights.init(m.cfg.override(
+        f"vocab_size={n + 5}"), seed=0), m.tok)  # fmt: skip
+    assert wide.pieces([0, n, n + 4]) == [m.tok.vocab[0], f"#{n}", f"#{n + 4}"]
+    with pytest.raises(TokenizerError, match="out of range"):
+        wide.pieces([n + 5])
+    with pytest.raises(TokenizerError, match="out of range"):
+        m.pieces([n])

@@ -205,7 +205,9 @@ def cmd_explain(args) -> int:
             parts.append(touch.render(told["interventions"]))
         return "\n\n".join(parts)
 
-    data = {**told, **shown.to_dict(), "labels_readable": readable}
+    def data() -> dict:  # made only for --json: every value as text (seconds at 135M)
+        return {**told, **shown.to_dict(), "labels_readable": readable}
+
     _write_reports(_only(trace, args.only), args, layers, heads, data=data, text=text, html=html)
     return 0
 
@@ -361,9 +363,10 @@ def _only(trace: Trace, only: str | None) -> Trace:
     return Trace(steps, trace.labels)
 
 
-def _write_reports(trace: Trace, args, layers, heads, *, data: dict, text, html: dict) -> None:
+def _write_reports(trace: Trace, args, layers, heads, *, data, text, html: dict) -> None:
     """--json FILE, --html FILE ('-': stdout) and --png DIR, each followed by one 'wrote ...' line
-    (`common.write_outputs`); the text report `text()` only when none of them is asked for."""
+    (`common.write_outputs`); the text report `text()` only when none of them is asked for.
+    data: the JSON's dict, or a function that makes it (called only for --json)."""
     page, done = None, []
     if args.html:  # made first: a page over its size bound is refused before anything is written
         from glassformer.explain.html import render_html
@@ -376,5 +379,6 @@ def _write_reports(trace: Trace, args, layers, heads, *, data: dict, text, html:
         with files.building(args.png) as folder:  # all heatmaps appear at once, or none
             paths = write_attention_pngs(trace, folder, layers=layers, heads=heads, token_kind=kind)
         done.append(f"wrote {len(paths)} attention heatmaps to {args.png}")
-    steps = f"{len(data['steps'])} steps"
+    data = data() if args.json and callable(data) else data
+    steps = f"{len(data['steps'])} steps" if args.json else ""
     write_outputs(args, text, data=data, data_what=steps, page=page, done=done)
