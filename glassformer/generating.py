@@ -133,7 +133,9 @@ def translations(
 
 def _translated(m, model, sentences, beam, n_best, places, recorder=None) -> Iterator:
     cut: set[int] = set()  # sentences that reached max_len before an end token
-    checks = dict(cut=cut, params=m.params, fix="try --dtype float64", recorder=recorder)
+    checks = dict(cut=cut, params=m.params, fix="try --dtype float64")
+    if recorder is not None:
+        checks["recorder"] = recorder
     if n_best:
         results = inference.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
     else:

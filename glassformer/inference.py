@@ -28,6 +28,7 @@ import numpy as np
 from glassformer import decoding, numerics
 from glassformer import reference as R
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.recording import NOT_RECORDING
 
 DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
 
@@ -133,7 +134,7 @@ def translate_iter(
     *,
     params: dict | None = None,
     fix: str | None = None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ) -> Iterator[str]:
     """The translations of `sentences`, yielded in input order as soon as they are known.
 
@@ -179,7 +180,7 @@ def translate_nbest_iter(
     *,
     params: dict | None = None,
     fix: str | None = None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ) -> Iterator[list[Candidate]]:
     """Each sentence's `n_best` best translations from a beam of `beam` (best first, the first
     being `translate_iter`'s translation), yielded in input order as `translate_iter` yields;
@@ -193,11 +194,8 @@ def translate_nbest_iter(
             f"n_best must be between 1 and the beam width ({beam}), got {n_best}; "
             "widen the beam to see more candidates"
         )
-    args = (beam, batch_size, max_len, length_penalty, window, cut)
-    decoded = _decoded(
-        model, tok, sentences, *args, True, params=params, fix=fix, recorder=recorder
-    )
-    for result in decoded:
+    args = (beam, batch_size, max_len, length_penalty, window, cut, True)
+    for result in _decoded(model, tok, sentences, *args, params=params, fix=fix, recorder=recorder):
         yield [
             Candidate(
                 tok.decode(h.ids[1:]),
@@ -224,7 +222,7 @@ def _decoded(
     *,
     params=None,
     fix=None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ):
     """translate_iter's work: each sentence's generated ids (or, with keep_beams, its whole
     `decoding.BeamResult`, by beam search even at width 1), in input order."""
@@ -254,8 +252,7 @@ def _decoded(
                     ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
             except numerics.NonFiniteError as e:  # its row: the batch's; the sentence's here
                 raise numerics.NonFiniteError(str(e), chunk[e.row]) from None
-            if recorder is not None:
-                recorder.finish(chunk, batch, results if beam > 1 or keep_beams else outs)
+            recorder.finish(chunk, batch, results if beam > 1 or keep_beams else outs)
             done.update(zip(chunk, outs, strict=True))
             if cut is not None:
                 cut.update(i for i, e in zip(chunk, ended, strict=True) if not e)
@@ -286,7 +283,7 @@ def greedy_batch(
     *,
     params: dict | None = None,
     fix: str | None = None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ) -> list[list[int]]:
     """Greedy translation of a batch of source sequences with one shared KV cache.
 
@@ -308,8 +305,7 @@ def greedy_batch(
         done = torch.zeros(len(srcs), dtype=torch.bool, device=device)
         for _ in range(max_new_tokens):
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
-            if recorder is not None:
-                recorder.step()
+            recorder.step()
             live = torch.nonzero(~done).flatten().tolist()
 
             def describe(r, live=live):
@@ -342,7 +338,7 @@ def greedy_prompts(
     *,
     params: dict | None = None,
     fix: str | None = None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ) -> list[list[int]]:
     """Greedy continuations of many decoder prompts at once: each row's new ids, as
     `decoding.greedy(step_fn(model, window=window), prompt, ...)` gives them one prompt at a time
@@ -353,9 +349,8 @@ def greedy_prompts(
     computes what it would alone. Each step feeds every row its last token; a finished row's
     outputs are ignored until all are done. Past max_len (window True) each row reads only its
     last max_len ids, recomputed every step as `torch_steps.step_fn` does. Non-finite logits of
-    a live row raise `numerics.NonFiniteError` (row: its index in prompts). `recorder` as in
-    `greedy_batch`.
-    """
+    a live row raise `numerics.NonFiniteError` (row: its index in prompts). `recorder`: as
+    greedy_batch's."""
     import torch
 
     from glassformer.torch_model import KVCache
@@ -383,8 +378,7 @@ def greedy_prompts(
                 cache.pad_left = pad
                 valid = torch.arange(width, device=device)[None, :] >= pad[:, None]
                 logits = model(ids, valid=valid, cache=cache, last_only=True)
-            if recorder is not None:
-                recorder.step()
+            recorder.step()
             rows = [b for b, alive in enumerate(live) if alive]
 
             def describe(r, rows=rows):
@@ -416,7 +410,7 @@ def beam_batch(
     *,
     params: dict | None = None,
     fix: str | None = None,
-    recorder=None,
+    recorder=NOT_RECORDING,
 ) -> list[decoding.BeamResult]:
     """Beam search for many source sequences at once, each a `decoding.Beam` of its own.
 
@@ -448,8 +442,7 @@ def beam_batch(
         while True:
             logits = model(new, src_ids=src, src_valid=src_valid, cache=cache, last_only=True)
             src = src_valid = None  # the encoder ran once; its output is in the cache
-            if recorder is not None:
-                recorder.step([(i, beams[i].alive) for i in live])
+            recorder.step([(i, beams[i].alive) for i in live])
 
             def describe(r, layout=layout, live=live):
                 h = [h for i in live for h in beams[i].alive][r]

@@ -279,6 +279,19 @@ class Recorder:
         self.clear()
 
 
+class _NotRecording:
+    """The decoding loops' default recorder: files nothing."""
+
+    def step(self, alive=None) -> None:
+        pass
+
+    def finish(self, chunk, srcs, results) -> None:
+        pass
+
+
+NOT_RECORDING = _NotRecording()
+
+
 def as_lists(per_token: list[dict], keys: int | None = None, queries: list[int] | None = None):
     """Per-token values (NumPy rows) -> {name: [one per token]}: a cross-attention
     row cut to the source's `keys`, a self-attention row to its `queries[t]` tokens so far (the
