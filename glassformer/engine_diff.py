@@ -18,16 +18,17 @@ The engines (ENGINES):
   torch      the PyTorch engine in float64 (its explicit attention path while tracing)
   float32    the PyTorch engine in float32
   int8       float32 with its linear layers in int8 (`quantize.int8`; CPUs with x86 kernels)
-  hf         transformers itself on a Hugging Face folder (GPT-2, BERT), float64, tapped by
-             forward hooks on the modules `hf.py`'s tables name; a step no module's input or
-             output is (the scores, the LayerNorm internals) is "not in hf"
+  hf         transformers itself on a Hugging Face folder (GPT-2, BERT, Llama, Qwen2), float64,
+             tapped by forward hooks on the modules `hf.py`'s and `hf_llama.py`'s tables name; a
+             step no module's input or output is (the scores, the norms' internals, the rotated
+             Q and K, which transformers computes inside its attention) is "not in hf"
 Steps one engine does not record (RMSNorm's root mean square `norm.rms` in the PyTorch engine's
 fused norm) are "not in" it; grouped K/V heads (`kv_head{g}`), rotated Q and K (`Q_rot`,
 `K_rot`) and the gated FFN's `gate` and `up` are compared like any other step.
 An `Engine(kind, model)` runs a kind on another model of the same shape (perturbed weights).
 
 Deliberately not here: argument parsing and printing (`cli/diff.py`), the engines' math, foreign
-module names (the tables of `hf.py`).
+module names (the tables of `hf.py` and `hf_llama.py`).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer import hf
+from glassformer import hf, hf_llama
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.explain.html_pieces import asset, dims, esc
 from glassformer.model import Model
@@ -55,7 +56,13 @@ WHAT = {
 ENGINES = tuple(WHAT)
 _DTYPE = {"torch": "float64", "float32": "float32", "int8": "int8"}  # the PyTorch engine's
 # transformers' class for each family the hf engine covers, and the table naming its modules.
-HF_FAMILIES = {"gpt2": ("GPT2LMHeadModel", hf.GPT2), "bert": ("BertModel", hf.BERT)}
+_LLAMA = [(ours, theirs, "linear") for ours, theirs in hf_llama.LLAMA]
+HF_FAMILIES = {
+    "gpt2": ("GPT2LMHeadModel", hf.GPT2),
+    "bert": ("BertModel", hf.BERT),
+    "llama": ("LlamaForCausalLM", _LLAMA),
+    "qwen2": ("Qwen2ForCausalLM", _LLAMA),
+}
 
 Steps = dict[str, np.ndarray]  # one engine's recorded steps, by name, in the order recorded
 
@@ -273,7 +280,8 @@ def _hf_modules(table: list, cfg) -> dict[str, tuple[str, int, int]]:
 
 def _hf_points(cfg) -> list[tuple[str, str, str]]:
     """(our module, "in" or "out", our step) for each step that is a module's input or output in
-    a one-stack model (GPT-2, BERT); "{h}" in a step: its heads, split along the last axis."""
+    a one-stack model (GPT-2, BERT, Llama, Qwen2); "{h}" in a step: its heads, split along the
+    last axis ("{g}": its shared K/V heads)."""
     s = "decoder" if cfg.arch == "decoder" else "encoder"
     n = cfg.n_decoder_layers if s == "decoder" else cfg.n_encoder_layers
     pre, points = cfg.norm == "pre", []
@@ -292,12 +300,16 @@ def _hf_points(cfg) -> list[tuple[str, str, str]]:
         if pre:
             at(f"{L}.norm1", "in", *(["input"] if i == 0 else [f"{i - 1}.add2", f"{i - 1}.out"]))
         at(f"{L}.norm1", "out", f"{i}.norm1.out")
-        for x in "QKV":
-            at(f"{L}.self_attn.{x.lower()}", "out", f"{i}.self_attn.head{{h}}.{x}")
+        for x in "QKV":  # shared K/V heads (grouped-query) are kv_head{g}
+            who = "kv_head{g}" if x != "Q" and cfg.kv_heads != cfg.n_heads else "head{h}"
+            at(f"{L}.self_attn.{x.lower()}", "out", f"{i}.self_attn.{who}.{x}")
         at(f"{L}.self_attn.o", "in", f"{i}.self_attn.concat")
         at(f"{L}.self_attn.o", "out", f"{i}.self_attn.Z")
         at(f"{L}.norm1" if not pre else f"{L}.norm2", "in", f"{i}.add1")
         at(f"{L}.norm2", "out", f"{i}.norm2.out")
+        if cfg.ffn_kind == "gated":  # (a plain FFN taps act(x·W1) only: its `hidden`)
+            at(f"{L}.ffn.w1", "out", f"{i}.ffn.gate")
+            at(f"{L}.ffn.w3", "out", f"{i}.ffn.up")
         at(f"{L}.ffn.w2", "in", f"{i}.ffn.hidden")
         at(f"{L}.ffn.w2", "out", f"{i}.ffn.out")
         if not pre:
@@ -378,6 +390,9 @@ def _hf_steps(cfg, points, ours, seen, out) -> Steps:
         if "{h}" in step:
             for h in range(cfg.n_heads):
                 steps.setdefault(step.format(h=h), x[..., h * D : (h + 1) * D])
+        elif "{g}" in step:
+            for g in range(cfg.kv_heads):
+                steps.setdefault(step.format(g=g), x[..., g * D : (g + 1) * D])
         else:
             steps.setdefault(step, x)
     stack = "decoder" if cfg.arch == "decoder" else "encoder"

@@ -340,3 +340,33 @@ def test_the_parser_is_built_by_add_parsers_alone():
     sub = argparse.ArgumentParser().add_subparsers(dest="command")
     diff_cli.add_parsers(sub)
     assert "diff" in sub.choices
+
+
+@pytest.mark.parametrize("case", ["llama-gqa2", "llama-mha-tied-1e6", "qwen2-gqa4-1e6"])
+def test_transformers_llama_and_qwen2_hooked_at_the_same_names(case, tmp_path):
+    """A Llama or Qwen2 folder made by transformers: its own model, hooked, gives the reference's
+    Q, the shared K/V heads, the gate, the up projection and every block's output; a weight
+    changed in our copy only is found at the first step it touches."""
+    pytest.importorskip("transformers")
+    from test_hf_llama import CASES, build
+
+    _, path, _ = build(case, tmp_path / case)
+    m = load(path)
+    kv = CASES[case][1]["num_key_value_heads"]
+    r = D.diff(m, "Hello world", ["reference", "hf"], tol=1e-5)
+    assert r.first_beyond["hf"] is None
+    exposed = {row.name for row in r.rows if row.cells["hf"] is not None}
+    want = ["decoder.X", "decoder.input", "decoder.norm.out", "decoder.output", "logits"]
+    for i in range(m.cfg.n_decoder_layers):
+        b = f"decoder.{i}"
+        want += [f"{b}.self_attn.head{h}.{x}" for h in range(m.cfg.n_heads) for x in "QA"]
+        shared = "kv_head" if kv < m.cfg.n_heads else "head"  # (one K/V head per query head)
+        want += [f"{b}.self_attn.{shared}{g}.{x}" for g in range(kv) for x in "KV"]
+        want += [f"{b}.{s}" for s in ("norm1.out", "self_attn.concat", "self_attn.Z", "add1")]
+        want += [f"{b}.ffn.{s}" for s in ("gate", "up", "hidden", "out")] + [f"{b}.out"]
+    assert set(want) <= exposed, sorted(set(want) - exposed)
+    assert r.row("decoder.0.self_attn.head0.Q_rot").cells["hf"] is None  # inside their attention
+    params = dict(m.params)
+    params["decoder.layers.1.ffn.w3.weight"] = params["decoder.layers.1.ffn.w3.weight"] * 1.01
+    r = D.diff(with_params(m, params), "Hello world", ["reference", "hf"], tol=1e-5)
+    assert r.first_beyond["hf"] == "decoder.1.ffn.up"
