@@ -11,6 +11,7 @@ Deliberately not here: argument parsing, printing, HTML.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -444,7 +445,14 @@ def lens(m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=No
 
 
 def attribute(
-    m, text: str, *, target=None, method="integrated_gradients", steps=None, max_new_tokens=None
+    m,
+    text: str,
+    *,
+    target=None,
+    method="integrated_gradients",
+    steps=None,
+    max_new_tokens=None,
+    baseline=None,
 ):
     """See `Model.attribute`: {"input", "predicted", and the attribution's fields}."""
     import torch
@@ -470,6 +478,7 @@ def attribute(
             "its translation (or --target): drop it"
         )
     steps = 64 if steps is None else steps
+    base = None if baseline is None else baseline_id(m, baseline, method)
     if cfg.arch == "decoder":
         prompt = m.encode(text, room=1)
         model = from_params(cfg, m.params, dtype=torch.float64).eval()
@@ -486,15 +495,37 @@ def attribute(
     if not targets:
         raise InputError("nothing was predicted to explain: give a shorter text")
     res = attribution.input_attribution(
-        model, ids, targets, method=method, steps=steps, stack=stack, src_ids=src
+        model, ids, targets, method=method, steps=steps, stack=stack, src_ids=src, baseline=base
     )
     numerics.check(res.scores[None], lambda _: ("the attributions", ids, src), m.params, cfg)
     out = {"input": m.readable(shown), "predicted": m.readable(res.tokens)} | res.to_dict()
-    if method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
+    if base is not None:
+        out["baseline"] = m.readable([base])[0]
+    elif method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
         out["note"] = (
             "this model adds no position vectors, so the baseline (every token embedding 0) is an "
             "all-zero input, where its norms jump (each scales a vanishing row by up to 1/√ε): "
             "the integral cannot be resolved and the completeness error stays large at any "
-            "--steps; gradient_x_input has no baseline"
+            "--steps; give a token's embedding as the baseline instead (--baseline TOKEN, e.g. "
+            f"{m.tok.specials.get('pad') or m.tok.vocab[0]!r}), or use gradient_x_input"
         )
     return out
+
+
+def baseline_id(m, token, method: str) -> int:
+    """Integrated gradients' baseline token: an id, a vocabulary piece, or `#id`."""
+    if method != "integrated_gradients":
+        raise InputError(f"--baseline is integrated gradients'; {method} has none: drop it")
+    vocab = m.tok.vocab
+    if isinstance(token, int) and not isinstance(token, bool):
+        return token  # (the range is checked by attribution)
+    if token in vocab:
+        return vocab.index(token)
+    if isinstance(token, str) and token.startswith("#") and token[1:].isdigit():
+        return int(token[1:])
+    close = difflib.get_close_matches(str(token), vocab, n=3)
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    raise InputError(
+        f"--baseline {token!r} is not a piece of the vocabulary{hint}: give a token as the "
+        "vocabulary spells it, or #ID"
+    )

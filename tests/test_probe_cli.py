@@ -71,6 +71,31 @@ def test_attribute_explains_what_generate_predicts(capsys, models, tmp_path):
     assert np.allclose(np.sum(a["scores"], axis=1), np.subtract(a["f"], a["f_baseline"]), atol=1e-6)
 
 
+def test_a_rotary_model_integrates_from_a_token_baseline(capsys, models, tmp_path):
+    """No position vectors: the zero baseline's note points to --baseline, and from the pad
+    token's embedding integrated gradients are complete."""
+    # (a smooth activation: the quadrature converges fast)
+    sets = ("positions=rotary", "norm_kind=rmsnorm", "norm=pre", "activation=gelu")
+    rotary = [x for kv in sets for x in ("--set", kv)]
+    corpus = models / "c.txt"
+    assert main(["init", str(tmp_path / "rot"), "--preset", "tiny", "--tokenizer", "char",
+                 "--corpus", str(corpus), "--seed", "4", *rotary]) == 0  # fmt: skip
+    capsys.readouterr()
+    code, out, err = run(capsys, "attribute", tmp_path / "rot", "the", "--max-new-tokens", "2")
+    assert code == 0, err
+    assert "--baseline TOKEN, e.g. '<pad>'" in out
+    code, out, err = run(capsys, "attribute", tmp_path / "rot", "the", "--max-new-tokens", "2",
+                         "--baseline", "<pad>", "--steps", "256",
+                         "--json", tmp_path / "b.json")  # fmt: skip
+    assert code == 0, err
+    a = json.loads((tmp_path / "b.json").read_text())
+    assert a["baseline"] == "<pad>" and "note" not in a
+    assert max(a["completeness"]) < 1e-6, a["completeness"]
+    code, out, _ = run(capsys, "attribute", tmp_path / "rot", "the", "--max-new-tokens", "2",
+                       "--baseline", "<pad>")  # fmt: skip
+    assert "baseline: the embedding of <pad> at every position" in out and "f(baseline)" in out
+
+
 def test_encoder_decoder_attribution_is_over_the_source(capsys, models, tmp_path):
     code, _, err = run(capsys, "attribute", models / "seq", "the cat", "--target", "sat",
                        "--json", tmp_path / "a.json", "--steps", "16")  # fmt: skip
@@ -88,6 +113,12 @@ def test_encoder_decoder_attribution_is_over_the_source(capsys, models, tmp_path
         (["lens", "{dec}", "the", "--dla", "the"], "3 tokens"),
         (["lens", "{dec}", "the", "--k", "0"], "--k must be >= 1"),
         (["attribute", "{dec}", "the", "--steps", "0"], "--steps must be in [1, 1024]"),
+        (["attribute", "{dec}", "the", "--baseline", "zz"], "not a piece of the vocabulary"),
+        (["attribute", "{dec}", "the", "--baseline", "#999"], "token id in [0, "),
+        (
+            ["attribute", "{dec}", "the", "--method", "gradient_x_input", "--baseline", "<pad>"],
+            "gradient_x_input has none",
+        ),
     ],
 )
 def test_probe_refusals_are_one_line(capsys, models, argv, message):

@@ -66,6 +66,14 @@ def add_parsers(sub) -> None:
         default=None,
         help="a decoder's predicted tokens to explain (5)",
     )
+    at.add_argument(
+        "--baseline",
+        metavar="TOKEN",
+        default=None,
+        help="integrated gradients' baseline: this token's embedding at every position (a piece "
+        "as the vocabulary spells it, or #ID; default: every embedding zero, which a model "
+        "with no position vectors cannot integrate from)",
+    )
     at.set_defaults(func=cmd_attribute)
 
 
@@ -151,7 +159,8 @@ def cmd_attribute(args) -> int:
 
     check_report_outputs(args)
     m = load_model(args.checkpoint)
-    options = dict(method=args.method, steps=args.steps, max_new_tokens=args.max_new_tokens)
+    options = dict(method=args.method, steps=args.steps, max_new_tokens=args.max_new_tokens,
+                   baseline=args.baseline)  # fmt: skip
     out = m.attribute(args.text, target=args.target, **options)
 
     def page() -> str:
@@ -175,6 +184,8 @@ def _attribution_text(out: dict) -> str:
     width = max(7, *(len(w) for w in inputs))
     method = out["method"].replace("_", " ")
     lines = [f"{method}: each predicted token's logit, shared among the input tokens"]
+    if out.get("baseline"):
+        lines[0] += f" (baseline: the embedding of {out['baseline']} at every position)"
     lines.append(" " * 14 + " ".join(f"{w:>{width}}" for w in inputs))
     scores = np.asarray(out["scores"])[:, : len(inputs)]
     for i, word in enumerate(predicted):
@@ -182,7 +193,8 @@ def _attribution_text(out: dict) -> str:
         extra = ""
         if out["completeness"] is not None:
             change = out["f"][i] - out["f_baseline"][i]
-            extra = f"   sum {scores[i].sum():.4f} = f(x) - f(0) {change:.4f}"
+            base = "f(baseline)" if out.get("baseline") else "f(0)"
+            extra = f"   sum {scores[i].sum():.4f} = f(x) - {base} {change:.4f}"
             extra += f" (error {out['completeness'][i]:.1e})"
         lines.append(f"-> {word:<10} {row}{extra}")
     if out.get("note"):
