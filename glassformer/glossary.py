@@ -151,6 +151,23 @@ TITLES: dict[str, str] = {
     "C_heads": "head outputs C_h",
     "self_ln": "LayerNorm after self-attention",
     "cross_ln": "LayerNorm after cross-attention",
+    # walkthrough modern (`walkthrough/since_2017*.py`)
+    "cos": "cosines cos(m·θ_i)",
+    "sin": "sines sin(m·θ_i)",
+    "R_1": "the turn at position 1 as a matrix R(1)",
+    "grid": "scores of one query and one key at every pair of positions",
+    "shift_change": "how much the scores move when both tokens move 5 on",
+    "out_means": "mean of each output row",
+    "params": "weights per norm",
+    "W1": "W1 (the gate, today)",
+    "W2": "W2 (down)",
+    "W3": "W3 (the up projection SwiGLU adds)",
+    "silu_gate": "the gate through SiLU",
+    "params_llama2_7b": "weights per layer at Llama 2 7B's size",
+    "sharing": "which key/value head each query head reads",
+    "copy_difference": "GQA against MHA with copied K and V",
+    "kv_cache_toy": "KV cache bytes per token, toy size",
+    "kv_cache_real": "KV cache bytes per token, real sizes",
 }
 
 # The walkthroughs' groups of steps in words (any other part: its name, "_" read as a space).
@@ -179,6 +196,19 @@ PLACES: dict[str, str] = {
     "mha": "MultiHeadAttention",
     "out_proj": "output projection W_o",
     "article": "the article's printed step",
+    # walkthrough modern: each change since 2017, before and after
+    "norms": "norms",
+    "layernorm": "LayerNorm",
+    "rmsnorm": "RMSNorm",
+    "centred": "RMSNorm of the centred x (LayerNorm exactly)",
+    "sinusoidal": "sinusoidal (2017)",
+    "sinusoidal_shifted": "sinusoidal, both tokens 5 positions on",
+    "rotary": "rotary (today)",
+    "rotary_shifted": "rotary, both tokens 5 positions on",
+    "relu": "ReLU FFN (2017)",
+    "swiglu": "SwiGLU (today)",
+    "gqa": "grouped-query attention",
+    "mha_copied": "multi-head attention with K and V copied per head",
 }
 
 # What a step does, one plain sentence per kind of step (`explain.words.kind`).

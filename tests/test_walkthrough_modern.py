@@ -337,3 +337,22 @@ def test_the_walkthrough_runs_without_torch():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-500:]
     assert json.loads(done.stdout)["walkthrough"] == "modern"
+
+
+def test_every_step_is_titled_in_words():
+    """Each part of every step's name has its words in the glossary (TITLES for what a step is,
+    PLACES for the sections): no title falls back to a raw name such as 'Gqa' or 'R 1'."""
+    from glassformer.explain.select import HeadNumbers
+    from glassformer.explain.words import naming, title
+    from glassformer.glossary import PLACES, TITLES
+
+    tr = WALKTHROUGHS["modern"]()
+    structural = {"ffn", "self_attn", "norm"}
+    for s in tr.steps:
+        *places, leaf = s.name.split(".")
+        for part in places:
+            indexed = re.fullmatch(r"(kv_head|head|norm|add)\d+", part)
+            assert part in PLACES or part in structural or indexed, (s.name, part)
+        assert leaf in TITLES or leaf in ("out", "C"), (s.name, leaf)
+        shown = title(s.name, naming(tr, HeadNumbers(tr.steps)))
+        assert not re.search(r"[a-z]_[a-z]", shown), shown  # (θ_i is notation)
