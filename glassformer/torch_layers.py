@@ -21,7 +21,7 @@ from torch import Tensor, nn
 
 from glassformer.config import Config
 from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT, ROTARY_SCORES
-from glassformer.trace import scope, tap
+from glassformer.trace import intervening, scope, tap
 from glassformer.trace import watching as _watching
 
 # SDPA reads grouped K/V heads itself from PyTorch 2.5 (`enable_gqa`); before, they are repeated.
@@ -271,6 +271,8 @@ class MultiHeadAttention(nn.Module):
         if G > 1:
             k, v = _tap_heads(kn, k, "kv_head"), _tap_heads("V", v, "kv_head")
         full = [None if t is None else t.expand(len(q), self.H, -1, -1) for t in (mask, empty_rows)]
+        if not intervening():  # traced only: no tap replaces a value, so all heads at once
+            return self._traced_heads(q, k, v, mask, p, empty_rows, full[0], qn, kn, rotated)
         heads = []
         for h in range(self.H):
             with scope(f"head{h}"):
@@ -282,6 +284,31 @@ class MultiHeadAttention(nn.Module):
                     kh, vh = _tap(kn, k[:, h]), _tap("V", v[:, h])
                 heads.append(self._softmax_v(qh, kh, vh, m, p, e, _tap, rotated))
         return torch.stack(heads, dim=1)  # (B, H, T, D)
+
+    def _traced_heads(self, q, k, v, mask, p, empty_rows, mask_h, qn, kn, rotated):
+        """The head-by-head path's steps, in its order and under its names, from one batched
+        computation (the same arithmetic per head; a trace without an intervention)."""
+        G = self.H // self.KV
+        kk, vv = (k, v) if G == 1 else (t.repeat_interleave(G, dim=1) for t in (k, v))
+        scores = q @ kk.transpose(-2, -1)  # Ω (B, H, T, S)
+        scaled = scores / math.sqrt(self.D)
+        masked = scaled if mask is None else scaled.masked_fill(~mask, float("-inf"))
+        A = torch.softmax(masked, dim=-1)  # (B, H, T, S)
+        if empty_rows is not None:
+            A = A.masked_fill(empty_rows, 0.0)
+        A = F.dropout(A, p) if p else A
+        C = A @ vv  # (B, H, T, D)
+        eq = ROTARY_SCORES if rotated else ""
+        for h in range(self.H):
+            with scope(f"head{h}"):
+                _tap(qn, q[:, h])
+                if G == 1:
+                    _tap(kn, k[:, h]), _tap("V", v[:, h])
+                _tap("scores", scores[:, h], eq), _tap("scaled", scaled[:, h])
+                if mask_h is not None:
+                    _tap("mask", mask_h[:, h])
+                _tap("A", A[:, h]), _tap("C", C[:, h])
+        return C
 
     def _softmax_v(
         self, q, k, v, mask, p, empty_rows, tap_fn=lambda name, t, eq="": t, rotated=False

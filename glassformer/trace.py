@@ -414,6 +414,11 @@ def current() -> Trace | None:
     return _ACTIVE.get()
 
 
+def intervening() -> bool:
+    """Whether an intervention is active (a tap may then return another value than its own)."""
+    return _INTERVENTION.get() is not None
+
+
 def watching() -> bool:
     """Whether a trace or an intervention is active (an engine then runs its explicit path)."""
     return _ACTIVE.get() is not None or _INTERVENTION.get() is not None
