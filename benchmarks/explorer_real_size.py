@@ -14,8 +14,11 @@ For each model two servers run (`glassformer serve --view reference`, every step
 before, and `--view float32`, the PyTorch engine's float32 view), each with `--threads N`;
 headless Chromium types into each in turn, one key press at a time (a new text each: no cache
 hit), `--repeats` presses a row, the rows alternated (reference, float32, reference, ...) so
-that the machine's load falls on both alike. Each press is timed by the page itself: from the
-key press to the attention map drawn, the 120 ms typing debounce included. Also printed: the
+that the machine's load falls on both alike; after each row the page's fidelity badge is waited
+for (the reference checks it after every run, overlapping the next key press as in use; the view
+once typing pauses), so that a row's leftover work does not fall on the next row. Each press is
+timed by the page itself: from the key press to the attention map drawn, the 120 ms typing
+debounce included. Also printed: the
 model's run on the server and the bytes a run holds (the runs cached over the run count).
 
     .venv/bin/python benchmarks/explorer_real_size.py [--repeats 5] [--rounds 2] [--threads 2]
@@ -77,6 +80,13 @@ def serve(path: Path, view: str, threads: int):
     return server, server.stdout.readline().split()[2]
 
 
+def settle(driver) -> None:
+    """Wait for the fidelity badge of the last run (today's runs check it at once, the float32
+    view's when typing pauses): its work would otherwise fall on the other server's row."""
+    wait(driver, "const b = document.getElementById('badge');"
+         "return /\\b(ok|bad)\\b/.test(b.className)", timeout=300)  # fmt: skip
+
+
 def open_model(driver, url: str) -> None:
     driver.get(url)
     wait(driver, "return document.getElementById('app').dataset.ready", timeout=300)
@@ -119,6 +129,7 @@ def main():
                         row[1] += times
                         row[2] += server_ms
                         row[3] = mb.split(" MB")[0]
+                        settle(driver)  # its badge done: the next row has the machine to itself
             finally:
                 for driver in drivers.values():
                     driver.quit()

@@ -127,6 +127,15 @@ class Trace:
     fill: Callable[[], Trace] | None = field(default=None, repr=False)  # makes the full trace
     _full: Trace | None = field(default=None, repr=False)
     _filling: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    memo: dict = field(default_factory=dict, repr=False)  # readers' facts of its names (`of`)
+
+    def of(self, key: str, make: Callable[[], object]):
+        """`make()`, made once per key while the trace holds the same steps: what readers derive
+        from the step names alone (the K/V groups), asked for by many of them on one trace."""
+        k = (key, len(self.steps))
+        if k not in self.memo:
+            self.memo[k] = make()
+        return self.memo[k]
 
     def __getitem__(self, name: str) -> np.ndarray:
         return self.step(name).values

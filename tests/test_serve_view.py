@@ -237,3 +237,20 @@ def test_an_output_layer_wider_than_the_vocabulary_has_pieces_for_every_id(folde
         wide.pieces([n + 5])
     with pytest.raises(TokenizerError, match="out of range"):
         m.pieces([n])
+
+
+def test_the_step_list_is_made_once_per_layout(folder, monkeypatch):
+    """Two texts of one length share their step list (made once: names, shapes, equations);
+    another length gets its own, with its own shapes; each summary keeps its own tokens."""
+    from glassformer.serve import api
+
+    made, tree = [], api._tree
+    monkeypatch.setattr(api, "_tree", lambda *a: made.append(1) or tree(*a))
+    (ex, mid) = explorers(folder)["reference"]
+    a = ex.summary({"model": mid, "text": "the cat"})
+    n = len(made)
+    b = ex.summary({"model": mid, "text": "the dog"})
+    assert len(made) == n and a["steps"] == b["steps"] and a["tokens"] != b["tokens"]
+    c = ex.summary({"model": mid, "text": "the cats"})
+    assert len(made) > n and c["steps"] != a["steps"]
+    assert c["attention"][0]["shape"] == [8, 8] and a["attention"][0]["shape"] == [7, 7]

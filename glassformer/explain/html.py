@@ -66,9 +66,9 @@ from glassformer.explain.overview import report_overview
 from glassformer.explain.select import (
     Group,
     HeadNumbers,
-    KVGroups,
     attention_maps,
     group_steps,
+    kv_groups,
     select_steps,
 )
 from glassformer.explain.words import naming, rotated, sharing, shows, title, what
@@ -191,7 +191,7 @@ class _Page:
         self.attention: set[str] = set()
         self.data_bytes = 0
         self.heads = HeadNumbers(trace.steps)
-        self.kv_groups = KVGroups(s.name for s in trace.steps)
+        self.kv_groups = kv_groups(trace)
         self.naming = naming(trace, self.heads)  # how titles name stacks, sublayers and heads
         # prefix -> the mask recorded beside its scores (True = may attend)
         self.masks = {

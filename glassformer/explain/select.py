@@ -111,6 +111,11 @@ class KVGroups:
         return range(g * G, (g + 1) * G)
 
 
+def kv_groups(trace) -> KVGroups:
+    """The trace's KVGroups, made once per trace (`Trace.of`)."""
+    return trace.of("kv_groups", lambda: KVGroups(trace.names()))
+
+
 def kv_head_of(name: str) -> int | None:
     """The K/V head number in a step name (`...kv_head1.K` -> 1), or None."""
     m = _KV.search(name)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from glassformer.explain.select import HeadNumbers, KVGroups, head_of
+from glassformer.explain.select import HeadNumbers, KVGroups, head_of, kv_groups
 from glassformer.explain.values import SHOWS, Say, generic, mask_sentence, max_abs, rounded
 from glassformer.glossary import MEANINGS, PLACES, TITLES
 from glassformer.tokenizer.display import display_token
@@ -58,7 +58,7 @@ def naming(of=None, heads: HeadNumbers | None = None) -> Naming:
         classifier = any(s.name.endswith("logits") and len(s.shape) == 1 for s in of.steps)
         heads = heads if heads is not None else HeadNumbers(of.steps)
         both = {"encoder", "decoder"} <= parts
-        kv = KVGroups(s.name for s in of.steps)
+        kv = kv_groups(of)
         modern = {
             "norm": "RMSNorm" if "rms" in parts and "std" not in parts else "LayerNorm",
             "groups": max([kv.size(site) for site in kv.kv] or [1]),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.explain.html_pieces import table
-from glassformer.explain.select import KVGroups
+from glassformer.explain.select import KVGroups, kv_groups
 from glassformer.explain.words import rotated, sharing
 from glassformer.trace import Trace
 
@@ -22,7 +22,7 @@ from glassformer.trace import Trace
 def sources(trace: Trace, prefix: str) -> tuple[str, str] | None:
     """The steps whose rows' dot products are head `prefix`'s scores: (queries, keys), the
     rotated ones when recorded; None when the trace has no 2-d Q and K of that head."""
-    found = KVGroups(trace.names()).kv_of(prefix + ".")
+    found = kv_groups(trace).kv_of(prefix + ".")
     keys = found[0] if found else prefix
     q = next((f"{prefix}.{n}" for n in ("Q_rot", "Q") if f"{prefix}.{n}" in trace), None)
     k = next((f"{keys}.{n}" for n in ("K_rot", "K") if f"{keys}.{n}" in trace), None)
@@ -34,7 +34,7 @@ def sources(trace: Trace, prefix: str) -> tuple[str, str] | None:
 def about(trace: Trace, prefix: str, groups: KVGroups | None = None) -> str:
     """What to say of a head beside its map: what it shares, and whether it rotates. groups:
     the trace's `KVGroups`, when the caller asks of many heads (made from every name)."""
-    groups = groups if groups is not None else KVGroups(trace.names())
+    groups = groups if groups is not None else kv_groups(trace)
     said = [sharing(prefix + ".", groups), rotated(trace, prefix)]
     return " ".join(s for s in said if s)
 
