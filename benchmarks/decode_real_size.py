@@ -24,7 +24,8 @@ Then each contender's load time and peak RSS, each in a fresh process of its own
 peak of one process is the largest it ever held, so one process cannot measure four): from the
 folder on disk to a model ready to decode (glassformer: read, convert, build, lay out or
 quantize; transformers: `from_pretrained`, and `quantize_dynamic` for its int8), then one
-128-token greedy decode, then `ru_maxrss`. The Python, torch and transformers imports are in it.
+128-token greedy decode, then the peak RSS (VmHWM). The Python, torch and transformers imports
+are in it.
 
     .venv/bin/python benchmarks/decode_real_size.py
     .venv/bin/python benchmarks/decode_real_size.py --layers 2 --repeats 2   # to try it quickly
