@@ -127,3 +127,11 @@ def random_gpt2(small: bool = False):
     peer = GPT2LMHeadModel(hf_cfg).eval()
     cfg = hf.gpt2_config(hf_cfg)
     return peer, cfg, hf.gpt2_to_glassformer(dict(peer.state_dict()), cfg)
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    """How many leading tokens two generations share (int8 against fp32, say)."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n

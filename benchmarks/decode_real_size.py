@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _harness import alternate, hf_greedy, report
+from _harness import alternate, common_prefix, hf_greedy, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
@@ -130,13 +130,6 @@ def peak_rss_mib() -> float:
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024  # kB
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # elsewhere: an upper bound
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def main() -> None:

@@ -20,20 +20,13 @@ import warnings
 from pathlib import Path
 
 import torch
-from _harness import alternate, hf_greedy, random_gpt2, report
+from _harness import alternate, common_prefix, hf_greedy, random_gpt2, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
 from glassformer.decoding import greedy  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
-
-
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 def main() -> None:

@@ -26,21 +26,27 @@ def one(m, text: str, decoding) -> str:
     return m.decode(out[len(prompt) :] if src is not None else out)
 
 
-def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | None) -> list[str]:
-    """Every text decoded, one output each ("" for a blank one). Greedy on the torch engine:
-    batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise one
-    at a time. A refusal or non-finite logits name the text's place (`places`)."""
-    window = m.cfg.arch == "decoder"
-    places = places or [f"text {n + 1}" for n in range(len(texts))]
+def _encoded(m, texts: list[str], places: list[str]) -> dict[int, list[int]]:
+    """{line: ids} of the texts that are not blank (a decoder slides over a long one); a refusal
+    names the text's place; all blank is refused."""
     inputs = {}
     for i, line in enumerate(texts):
         if line.strip():
             try:
-                inputs[i] = m.encode(line, window=window)
+                inputs[i] = m.encode(line, window=m.cfg.arch == "decoder")
             except GlassformerError as e:
                 raise type(e)(f"{places[i]}: {e}") from None
     if not inputs:
         raise InputError("nothing to generate: every text is blank")
+    return inputs
+
+
+def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | None) -> list[str]:
+    """Every text decoded, one output each ("" for a blank one). Greedy on the torch engine:
+    batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise one
+    at a time. A refusal or non-finite logits name the text's place (`places`)."""
+    places = places or [f"text {n + 1}" for n in range(len(texts))]
+    inputs = _encoded(m, texts, places)
     model = m.torch(m.dtype or "float64")
     try:
         if model is not None and decoding.strategy == "greedy":
@@ -216,17 +222,8 @@ def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_
             "--record reads the PyTorch engine's decoding: drop --engine reference (the "
             "reference engine's every step: glassformer explain --json)"
         )
-    window = m.cfg.arch == "decoder"
     places = places or [f"text {n + 1}" for n in range(len(texts))]
-    inputs = {}
-    for i, line in enumerate(texts):
-        if line.strip():
-            try:
-                inputs[i] = m.encode(line, window=window)
-            except GlassformerError as e:
-                raise type(e)(f"{places[i]}: {e}") from None
-    if not inputs:
-        raise InputError("nothing to generate: every text is blank")
+    inputs = _encoded(m, texts, places)
     recorder = Recorder(model, steps=steps, top_k=top_k)
     try:
         with recorder:
@@ -245,7 +242,7 @@ def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_
             continue
         new, per = news[i]
         ids = inputs[i]
-        text = m.decode(ids + new) if window else m.decode(new)
+        text = m.decode(ids + new) if m.cfg.arch == "decoder" else m.decode(new)
         out.append((text, _record(m, ids, new, per, top_k)))
     return out
 
