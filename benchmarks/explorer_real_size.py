@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import serve_latency  # noqa: E402
 from serve_latency import FLAGS, measure, text_of, wait  # noqa: E402
 
 from glassformer import tokenizer, weights  # noqa: E402
@@ -98,7 +99,11 @@ def main():
     ap.add_argument("--rounds", type=int, default=2, help="rows per model and view")
     ap.add_argument("--threads", type=int, default=2, help="each server's --threads")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--poll", type=float, default=serve_latency.POLL,
+                    help="seconds between two looks at the page: each is a WebDriver round "
+                    "trip, work on the same cores as the server's")  # fmt: skip
     args = ap.parse_args()
+    serve_latency.POLL = args.poll
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By

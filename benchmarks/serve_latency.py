@@ -39,6 +39,7 @@ PASSAGE = (
     "so far like the present period, that some of its noisiest authorities insisted on its "
     "being received, for good or for evil, in the superlative degree of comparison only."
 )
+POLL = 0.02  # seconds between two looks at the page (each a WebDriver round trip)
 FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
          "--window-size=1280,1000")  # fmt: skip
 
@@ -145,7 +146,7 @@ def wait(driver, script, *args, timeout=120):
         if time.time() > end:
             shown = driver.execute_script("return document.getElementById('problem').textContent")
             raise TimeoutError(f"{script} (the page says: {shown!r})")
-        time.sleep(0.02)
+        time.sleep(POLL)
 
 
 if __name__ == "__main__":
