@@ -61,28 +61,39 @@ def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | Non
 
 
 def _greedy(m, model, inputs: dict, decoding, batch_size: int) -> dict:
-    """Greedy outputs of many prompts, batched; shortest first, so that a batch pads little.
-    Non-finite logits: a NonFiniteError whose row is the text's index."""
+    """Greedy outputs of many prompts, batched (`_greedy_batches`)."""
+    outs = {}
+    for chunk, batch, news in _greedy_batches(m, model, inputs, decoding, batch_size):
+        if m.cfg.arch == "decoder":
+            texts = [m.decode(p + n) for p, n in zip(batch, news, strict=True)]
+        else:
+            texts = [m.decode(n) for n in news]
+        outs.update(zip(chunk, texts, strict=True))
+    return outs
+
+
+def _greedy_batches(m, model, inputs: dict, decoding, batch_size: int, recorder=None):
+    """(the texts' indices, their ids, the new ids) of each batch of greedy decoding, shortest
+    first, so that a batch pads little. Non-finite logits: a NonFiniteError whose row is the
+    text's index. recorder: what the decoding loops file their steps with (`recording`)."""
     cfg, tok = m.cfg, m.tok
     order = sorted(inputs, key=lambda i: len(inputs[i]))
-    max_new, outs = decoding.max_new_tokens or cfg.max_len, {}
-    checks = dict(params=m.params, fix=m.fix)
+    max_new = decoding.max_new_tokens or cfg.max_len
+    limit = min(max_new, cfg.max_len - 1)  # an encoder-decoder's target positions, BOS included
+    checks = dict(params=m.params, fix=m.fix) | ({} if recorder is None else {"recorder": recorder})
     for b0 in range(0, len(order), batch_size):
         chunk = order[b0 : b0 + batch_size]
         batch = [inputs[i] for i in chunk]
         try:
             if cfg.arch == "decoder":
                 pad = tok.pad_id or 0
-                new = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
-                texts = [m.decode(p + n) for p, n in zip(batch, new, strict=True)]
+                news = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
             else:
-                limit = min(max_new, cfg.max_len - 1)  # the target's positions, BOS included
                 args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
-                texts = [m.decode(n) for n in inference.greedy_batch(model, batch, *args, **checks)]
+                news = inference.greedy_batch(model, batch, *args, **checks)
         except NonFiniteError as e:
             raise NonFiniteError(str(e), chunk[e.row]) from None
-        outs.update(zip(chunk, texts, strict=True))
-    return outs
+        yield chunk, batch, news
 
 
 def _one_by_one(m, inputs: dict, decoding) -> dict:
@@ -258,24 +269,12 @@ def _queries(m, n_prompt: int, n: int) -> list[int]:
 def _greedy_recorded(m, model, inputs: dict, decoding, batch_size: int, recorder) -> dict:
     from glassformer import recording
 
-    cfg, tok = m.cfg, m.tok
-    order = sorted(inputs, key=lambda i: len(inputs[i]))
-    max_new, outs = decoding.max_new_tokens or cfg.max_len, {}
-    checks = dict(params=m.params, fix=m.fix, recorder=recorder)
-    for b0 in range(0, len(order), batch_size):
-        chunk = order[b0 : b0 + batch_size]
-        batch = [inputs[i] for i in chunk]
-        try:
-            if cfg.arch == "decoder":
-                pad = tok.pad_id or 0
-                news = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
-            else:
-                limit = min(max_new, cfg.max_len - 1)
-                args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
-                news = inference.greedy_batch(model, batch, *args, **checks)
-                news = [n + [tok.eos_id] if len(n) < limit else n for n in news]  # EOS's step
-        except NonFiniteError as e:
-            raise NonFiniteError(str(e), chunk[e.row]) from None
+    cfg = m.cfg
+    limit = min(decoding.max_new_tokens or cfg.max_len, cfg.max_len - 1)
+    outs = {}
+    for chunk, batch, news in _greedy_batches(m, model, inputs, decoding, batch_size, recorder):
+        if cfg.arch == "encoder-decoder":  # EOS's step, when it ended there
+            news = [n + [m.tok.eos_id] if len(n) < limit else n for n in news]
         for b, (i, ids, new) in enumerate(zip(chunk, batch, news, strict=True)):
             per = recorder.rows(b, len(new))
             n_keys = len(ids) if cfg.arch == "encoder-decoder" else None

@@ -24,6 +24,11 @@ from glassformer.errors import GlassformerError
 
 
 def add_parsers(sub) -> None:
+    _generate_parser(sub)
+    _translate_parser(sub)
+
+
+def _generate_parser(sub) -> None:
     g = sub.add_parser(
         "generate",
         help="generate text: greedy, sampling or beam search",
@@ -92,6 +97,8 @@ def add_parsers(sub) -> None:
     overwrite_arg(r)
     g.set_defaults(func=cmd_generate)
 
+
+def _translate_parser(sub) -> None:
     tl = sub.add_parser(
         "translate",
         help="translate sentences with an encoder-decoder",
