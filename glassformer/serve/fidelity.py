@@ -70,15 +70,19 @@ def view_vs_reference(m: Model, run: Run) -> dict:
     values, its deferred steps made now): the largest difference, and the largest relative to
     a step's largest value (what float32 rounding makes), with where each is."""
     ref = reference(m, run)
-    pairs = [(s.name, s.values, ref[s.name]) for s in run.trace.steps if s.name in ref]
-    rel, where = 0.0, None
-    for name, a, b in pairs:
-        if np.shape(a) == np.shape(b) and (r := compare(a, b).max_rel) >= rel:
-            rel, where = r, name
+    cells = [
+        (s.name, compare(s.values, ref[s.name]))
+        for s in run.trace.steps
+        if s.name in ref and s.shape == ref.step(s.name).shape
+    ]
+    by_abs = max(cells, key=lambda c: c[1].max_abs, default=(None, None))
+    by_rel = max(cells, key=lambda c: c[1].max_rel, default=(None, None))
     return {
         "available": True, "engine": "PyTorch float32 (shown) vs NumPy float64",
-        "max_rel_diff": rel, "where_rel": where, "tolerance": FLOAT32_REL,
-    } | _largest(pairs)  # fmt: skip
+        "max_abs_diff": by_abs[1].max_abs if cells else 0.0, "where": by_abs[0],
+        "max_rel_diff": by_rel[1].max_rel if cells else 0.0, "where_rel": by_rel[0],
+        "compared": len(cells), "tolerance": FLOAT32_REL,
+    }  # fmt: skip
 
 
 def torch_vs_reference(m: Model, run: Run) -> dict:
