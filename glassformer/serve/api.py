@@ -276,6 +276,7 @@ class Explorer:
             "model": run.model_id,
             "arch": run.arch,
             "engine": run.engine,
+            "view": run.engine != runs.REFERENCE,  # a float32 view: its badge waits for a pause
             "tokens": runs.tokens(m, run),
             "unknown": run.unknown,
             "output": runs.output(m, run),

@@ -276,7 +276,7 @@
     const n = Object.values(run.tokens).map(t => t.length).join(" + ");
     status(plural(run.n_steps, "step") + " recorded · " + (n || 0) + " tokens · model ran in " +
       Math.round(run.elapsed_ms) + " ms on the server (" + plural(run.cache.runs, "run") + " cached, " +
-      run.cache.mb + " MB)" + (run.engine && !run.engine.startsWith("NumPy") ? " · values: " + run.engine : ""));
+      run.cache.mb + " MB)" + (run.view ? " · values: " + run.engine : ""));
     if (state.typedAt === typedAt) state.typedAt = null;  // a newer key press waits for its run
     if (typedAt !== null) {
       const ms = performance.now() - typedAt;
@@ -286,7 +286,7 @@
     app.dataset.ready = String(seq);
     // A float32 view's badge runs the float64 reference: it waits for a pause in typing, so that
     // it never holds up the next key press's map (a newer run cancels it).
-    if (run.engine && !run.engine.startsWith("NumPy")) {
+    if (run.view) {
       $("badge").textContent = "fidelity: checked when typing pauses…";
       setTimeout(() => { if (seq === state.seq) badge(seq); }, BADGE_PAUSE_MS);
     } else badge(seq);
