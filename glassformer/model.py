@@ -13,8 +13,9 @@ whose message is the command line's one line). Notes the commands print on stder
 strategy, why a generation stopped, unknown tokens) go to `on_note` (the CLI's `note`), or to
 `Model.notes` when none was given.
 
-Deliberately not here: argument parsing, HTTP, printing; the math (the engines), decoding
-(`decoding.py`, `inference.py`, `generating.py`), touching (`touch.py`), rendering (`explain/`).
+Deliberately not here: argument parsing, HTTP, printing; opening a folder or preset (`load`,
+`opening.py`); the math (the engines), decoding (`decoding.py`, `inference.py`, `generating.py`),
+recording (`recording.py`), touching (`touch.py`), rendering (`explain/`).
 """
 
 from __future__ import annotations
@@ -27,78 +28,22 @@ import numpy as np
 
 from glassformer import inference, numerics, weights
 from glassformer import reference as R
-from glassformer.config import PRESETS, Config
+from glassformer.config import Config
 from glassformer.decoding import Decoding, stop_reason
 from glassformer.decoding import context_slid as _context_slid
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.opening import ENGINES, load, utf8, with_params  # noqa: F401 (model.load)
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = "try --dtype float64 or --engine reference"
-ENGINES = ("auto", "reference", "torch")
 DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
-def utf8(text: str, what: str = "the text") -> str:
-    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
-    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
-    take (and no output can print)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        ch = ord(text[e.start])
-        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
-        raise InputError(
-            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
-            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
-        ) from None
-    return text
-
-
-def load(
-    path_or_preset: str | Path,
-    *,
-    engine: str = "auto",
-    dtype: str | None = None,
-    seed: int | None = None,
-    on_note: Callable[[str], None] | None = None,
-) -> Model:
-    """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
-    preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
-    hello-world, none for the others) as a `Model`.
-
-    engine: "auto" (PyTorch where the command line uses it, if installed), "torch" or
-    "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
-    generate, translate and the explorer's decoding (None: each method's command-line
-    default); on_note: where notes go (default: `Model.notes`)."""
-    from glassformer import loading
-    from glassformer.tokenizer import article_tokenizer
-
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
-    if dtype is not None:
-        check_dtype(dtype, engine)
-    p = Path(path_or_preset)
-    options = dict(engine=engine, dtype=dtype, on_note=on_note)
-    if str(path_or_preset) in PRESETS and not p.exists():
-        cfg = PRESETS[str(path_or_preset)]
-        tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None
-        params = weights.init(cfg, seed=0 if seed is None else seed)
-        return Model(cfg, params, tok, name=str(path_or_preset), **options)
-    if seed is not None:
-        raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
-    if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
-        cfg, params, tok, family = imported
-        return Model(cfg, params, tok, path=p, family=family, name=str(p), **options)
-    cfg, params, tok = weights.load(p)
-    labels = weights.load_labels(p, cfg)
-    return Model(cfg, params, tok, labels=labels, path=p, **options)
-
-
 class Model:
-    """A loaded model: see the module docstring. `load(...)` makes one."""
+    """A loaded model: see the module docstring. `load(...)` (`opening.py`) makes one."""
 
     def __init__(
         self,
@@ -591,10 +536,3 @@ class Model:
         from glassformer import hf_dir
 
         return hf_dir.export(path, self.cfg, self.params, self.tok, overwrite=overwrite)
-
-
-def with_params(m: Model, params: dict) -> Model:
-    """The same model with other weights (e.g. snapshots averaged)."""
-    other = Model.__new__(Model)
-    other.__dict__ = dict(m.__dict__, params=params, _engines={}, _made={})
-    return other

@@ -1,0 +1,87 @@
+"""What a `Model` is made from and what it lets in: `load` (a glassformer checkpoint folder, a
+Hugging Face or nanoGPT folder, a preset's name -> a `Model`), `with_params` (the same model on
+other weights) and `utf8`, the refusal of user text that is not valid UTF-8, which every text a
+`Model` encodes passes. `glassformer.load` and `glassformer.model.load` are these.
+
+Deliberately not here: reading the folders themselves (`weights.py`, `loading.py`, `hf_dir.py`),
+the model's work (`model.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from glassformer import inference, weights
+from glassformer.config import PRESETS
+from glassformer.errors import InputError
+
+if TYPE_CHECKING:
+    from glassformer.model import Model
+
+ENGINES = ("auto", "reference", "torch")
+
+
+def utf8(text: str, what: str = "the text") -> str:
+    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
+    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
+    take (and no output can print)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = ord(text[e.start])
+        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
+        raise InputError(
+            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
+            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
+        ) from None
+    return text
+
+
+def load(
+    path_or_preset: str | Path,
+    *,
+    engine: str = "auto",
+    dtype: str | None = None,
+    seed: int | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> Model:
+    """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
+    preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
+    hello-world, none for the others) as a `Model`.
+
+    engine: "auto" (PyTorch where the command line uses it, if installed), "torch" or
+    "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
+    generate, translate and the explorer's decoding (None: each method's command-line
+    default); on_note: where notes go (default: `Model.notes`)."""
+    from glassformer import loading
+    from glassformer.model import Model  # (model.py imports this module)
+    from glassformer.tokenizer import article_tokenizer
+
+    if engine not in ENGINES:
+        raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
+    if dtype is not None:
+        inference.check_dtype(dtype, engine)
+    p = Path(path_or_preset)
+    options = dict(engine=engine, dtype=dtype, on_note=on_note)
+    if str(path_or_preset) in PRESETS and not p.exists():
+        cfg = PRESETS[str(path_or_preset)]
+        tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None
+        params = weights.init(cfg, seed=0 if seed is None else seed)
+        return Model(cfg, params, tok, name=str(path_or_preset), **options)
+    if seed is not None:
+        raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
+    if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
+        cfg, params, tok, family = imported
+        return Model(cfg, params, tok, path=p, family=family, name=str(p), **options)
+    cfg, params, tok = weights.load(p)
+    labels = weights.load_labels(p, cfg)
+    return Model(cfg, params, tok, labels=labels, path=p, **options)
+
+
+def with_params(m: Model, params: dict) -> Model:
+    """The same model with other weights (e.g. snapshots averaged)."""
+    other = type(m).__new__(type(m))
+    other.__dict__ = dict(m.__dict__, params=params, _engines={}, _made={})
+    return other
