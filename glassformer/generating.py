@@ -45,6 +45,7 @@ def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | Non
     """Every text decoded, one output each ("" for a blank one). Greedy on the torch engine:
     batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise one
     at a time. A refusal or non-finite logits name the text's place (`places`)."""
+    _check_batch_size(batch_size)
     places = places or [f"text {n + 1}" for n in range(len(texts))]
     inputs = _encoded(m, texts, places)
     model = m.torch(m.dtype or "float64")
@@ -58,6 +59,11 @@ def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | Non
     if decoding.implied:
         m.note(decoding.implied)
     return [outs.get(i, "") for i in range(len(texts))]
+
+
+def _check_batch_size(batch_size) -> None:
+    if type(batch_size) is not int or batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {batch_size!r}")
 
 
 def _greedy(m, model, inputs: dict, decoding, batch_size: int) -> dict:
@@ -219,20 +225,26 @@ def _all_pairs(cfg) -> int:
 
 
 def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_k: int) -> list:
-    """`generate --record`: per text, (its output, its record): the steps named (`recording.
-    recordable`) and the top_k next tokens at every new token, read on the PyTorch engine's KV
-    cache (`recording.Recorder`). Greedy is batched (`inference.greedy_prompts` /
-    `greedy_batch`); sampling and beam search go one text at a time, each model call filed by
-    the ids it continued, so the record follows the chosen sequence. The outputs are those of
-    `many`. A blank text gives ("", None)."""
-    from glassformer.recording import Recorder
+    """`generate --record` (`Model.record`): per text, (its output, its record): the steps
+    named (`recording.select_steps`) and the top_k next tokens at every new token, read on the
+    PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched (`inference.
+    greedy_prompts` / `greedy_batch`); sampling and beam search go one text at a time, each
+    model call filed by the ids it continued, so the record follows the chosen sequence. The
+    outputs are those of `many`. A blank text gives ("", None)."""
+    from glassformer.recording import Recorder, select_steps
 
-    model = m.torch(m.dtype or "float64")
-    if model is None:
+    if type(top_k) is not int or top_k < 0:
+        raise InputError(f"--record-top-k must be an integer >= 0, got {top_k!r}")
+    _check_batch_size(batch_size)
+    steps = select_steps(m.cfg, steps)
+    if m.engine == "reference":
         raise GlassformerError(
             "--record reads the PyTorch engine's decoding: drop --engine reference (the "
             "reference engine's every step: glassformer explain --json)"
         )
+    model = m.torch(m.dtype or "float64")
+    if model is None:
+        raise GlassformerError(f"--record reads the PyTorch engine's decoding: {INSTALL_TORCH}")
     places = places or [f"text {n + 1}" for n in range(len(texts))]
     inputs = _encoded(m, texts, places)
     recorder = Recorder(model, steps=steps, top_k=top_k)

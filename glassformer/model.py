@@ -347,13 +347,44 @@ class Model:
         top_p, seed, beam_width, length_penalty (STRATEGY_RULE), or all of them as `decoding`."""
         from glassformer import generating
 
-        if self.cfg.arch == "encoder":
-            raise GlassformerError("an encoder-only model does not generate; use `explain`")
+        self.need_generator()
         if decoding is None:
             decoding = Decoding.settle(strategy, max_new_tokens, **options)
         if isinstance(text, str):
             return generating.one(self, text, decoding)
         return generating.many(self, list(text), decoding, batch_size, places)
+
+    def record(
+        self,
+        text: str | list[str],
+        *,
+        steps: str | list[str] | None = None,
+        top_tokens: int = 5,
+        max_new_tokens: int | None = None,
+        strategy: str | None = None,
+        decoding: Decoding | None = None,
+        batch_size: int = 32,
+        places: list[str] | None = None,
+        **options,
+    ) -> tuple[str, dict] | list[tuple[str, dict | None]]:
+        """`glassformer generate --record`: (output, record) for a text, a list of them for a
+        list (a blank text's: ("", None)); the outputs are `generate`'s, the record the line
+        `--record` writes less its "place": the input's pieces, the new ids and tokens and, per
+        new token, the `steps` named (trace names, * for any part, as a list or one string
+        "a,b"; `recording.recordable`) and the `top_tokens` next tokens with log-probabilities,
+        read on the PyTorch engine's KV cache. The other arguments are `generate`'s."""
+        from glassformer import generating
+
+        self.need_generator()
+        if decoding is None:
+            decoding = Decoding.settle(strategy, max_new_tokens, **options)
+        texts = [text] if isinstance(text, str) else list(text)
+        out = generating.recorded(self, texts, decoding, batch_size, places, steps, top_tokens)
+        return out[0] if isinstance(text, str) else out
+
+    def need_generator(self) -> None:
+        if self.cfg.arch == "encoder":
+            raise GlassformerError("an encoder-only model does not generate; use `explain`")
 
     def translate(
         self,
@@ -383,6 +414,28 @@ class Model:
         from glassformer import generating
 
         return generating.translations(self, sentences, beam, n_best, dtype, places)
+
+    def alignments(
+        self,
+        sentences: str | list[str],
+        *,
+        layers: str | list[int] | None = None,
+        heads: str | list[int] | None = None,
+        beam: int = 4,
+        n_best: int | None = None,
+        dtype: str | None = None,
+        places: list[str] | None = None,
+    ) -> Iterator[tuple]:
+        """`glassformer translate --alignments`: per sentence, (its translation, or n-best list,
+        as `translations` yields it; the line `--alignments` writes less its "place"), in input
+        order as soon as each is known: the chosen translation's cross-attention averaged over
+        the decoder `layers` x `heads` (numbers from 0, a list or one string "0,2"; default
+        all), read on the fast path, with the word alignment it gives. Checked before any work."""
+        from glassformer import generating, recording
+
+        pairs = recording.alignment_heads(self.cfg, layers, heads)
+        texts = [sentences] if isinstance(sentences, str) else list(sentences)
+        return generating.translations(self, texts, beam, n_best, dtype, places, pairs)
 
     # -- encoders --------------------------------------------------------------------------------
 

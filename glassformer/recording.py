@@ -59,11 +59,21 @@ def recordable(cfg) -> list[str]:
     return [*names, "decoder.output", "logits"]
 
 
-def select_steps(cfg, given: str) -> list[str]:
-    """'name,glob,...' -> the recordable names they match, in the trace's order; a part that
-    matches none is refused in one line, with the nearest names."""
+def select_steps(cfg, given: str | list[str] | None) -> list[str]:
+    """'name,glob,...' (or a list of them; None or []: none) -> the recordable names they match,
+    in the trace's order; a part that matches none is refused in one line, with the nearest
+    names."""
     import difflib
 
+    if given is None or isinstance(given, (list, tuple)) and not given:
+        return []
+    if isinstance(given, (list, tuple)) and all(isinstance(p, str) for p in given):
+        given = ",".join(given)
+    if not isinstance(given, str):
+        raise InputError(
+            f"--record-steps: give step names as a list of str or one comma-separated str, "
+            f"not {type(given).__name__}"
+        )
     names = recordable(cfg)
     parts = [p.strip() for p in given.split(",") if p.strip()]
     if not parts:
@@ -84,15 +94,32 @@ def select_steps(cfg, given: str) -> list[str]:
     return [n for n in names if n in chosen]
 
 
-def _numbers(given: str | None, flag: str, n: int, what: str) -> list[int]:
+def _numbers(given, flag: str, n: int, what: str) -> list[int]:
+    """'0,2' (or [0, 2], or 2) -> the numbers, each refused unless 0 <= it < n; None: all."""
     if given is None:
         return list(range(n))
+    if isinstance(given, (int, np.integer)):
+        given = [given]
+    if isinstance(given, str):
+        given = [part.strip() for part in given.split(",")]
+    if not isinstance(given, (list, tuple, range, np.ndarray)) or len(given) == 0:
+        got = "an empty list" if isinstance(given, (list, tuple, range)) else type(given).__name__
+        raise InputError(
+            f"{flag}: give numbers from 0 to {n - 1} as a list or one comma-separated str, e.g. "
+            f"{flag} 0,{n - 1}, not {got}"
+        )
     out = []
-    for part in given.split(","):
-        part = part.strip()
-        if not part.isdecimal() or int(part) >= n:
+    for part in given:
+        if isinstance(part, str):
+            number = part.isdecimal()
+        else:
+            number = (
+                isinstance(part, (int, np.integer)) and not isinstance(part, bool) and part >= 0
+            )
+        if not number or int(part) >= n:
+            shown = repr(part) if isinstance(part, str) else str(part)
             raise InputError(
-                f"{flag}: {part!r} is not one of this model's {what} (0 to {n - 1}); give a "
+                f"{flag}: {shown} is not one of this model's {what} (0 to {n - 1}); give a "
                 f"comma-separated list, e.g. {flag} 0,{n - 1}"
             )
         if int(part) not in out:
@@ -100,9 +127,10 @@ def _numbers(given: str | None, flag: str, n: int, what: str) -> list[int]:
     return out
 
 
-def alignment_heads(cfg, layers: str | None, heads: str | None) -> list[tuple[int, int]]:
+def alignment_heads(cfg, layers=None, heads=None) -> list[tuple[int, int]]:
     """The (layer, head) pairs whose cross-attention an alignment averages: every head of every
-    decoder layer by default; --align-layers / --align-heads keep some (their product)."""
+    decoder layer by default; --align-layers / --align-heads keep some (their product), each
+    '0,2', [0, 2] or 2 (`Model.alignments`)."""
     if cfg.arch != "encoder-decoder":
         raise InputError("alignments read cross-attention: they need an encoder-decoder model")
     ls = _numbers(layers, "--align-layers", cfg.n_decoder_layers, "decoder layers")
