@@ -1,6 +1,6 @@
 """Using a model on text: `generate` (greedy, sampling or beam search from either engine) and
-`translate` (sentences through an encoder-decoder): argparse -> `Model.generate` /
-`Model.translations` -> print.
+`translate` (sentences through an encoder-decoder): argparse -> `Model.generate` / `Model.record`
+/ `Model.translations` / `Model.alignments` -> print (and the records' JSON lines).
 """
 
 from __future__ import annotations
@@ -213,19 +213,21 @@ def _check_record(args) -> None:
 
 
 def _generate_recorded(args, m, how) -> int:
-    from glassformer import generating
-    from glassformer.recording import select_steps
-
-    if m.cfg.arch == "encoder":
-        raise GlassformerError("an encoder-only model does not generate; use `explain`")
-    steps = select_steps(m.cfg, args.record_steps) if args.record_steps is not None else []
-    top_k = 5 if args.record_top_k is None else args.record_top_k
+    m.need_generator()  # before the input file is read, as the other refusals
     if args.input is None:
         lines, places = [args.text], ["TEXT"]
     else:
         lines = input_lines([], args.input)
         places = [f"{args.input}, line {n}" for n in range(1, len(lines) + 1)]
-    results = generating.recorded(m, lines, how, args.batch_size, places, steps, top_k)
+    top = {} if args.record_top_k is None else {"top_tokens": args.record_top_k}
+    results = m.record(
+        lines,
+        steps=args.record_steps,
+        decoding=how,
+        batch_size=args.batch_size,
+        places=places,
+        **top,
+    )
     _print_outputs([text for text, _ in results])
     records = [
         json.dumps({"place": place, **record}, ensure_ascii=False)
@@ -251,11 +253,6 @@ def cmd_translate(args) -> int:
                 f"{given[0]} chooses the heads of --alignments; add --alignments OUT.jsonl"
             )
     m = load_model(args.checkpoint, dtype=args.dtype)
-    pairs = None
-    if args.alignments is not None:
-        from glassformer.recording import alignment_heads
-
-        pairs = alignment_heads(m.cfg, args.align_layers, args.align_heads)
     lines = input_lines(args.text, args.input)
     # each sentence's place in the input, as errors and notes name it
     where = [
@@ -266,13 +263,12 @@ def cmd_translate(args) -> int:
         if line.strip()
     ]
     sentences = [s for s in lines if s.strip()]
-    if pairs is None:
+    if args.alignments is None:
         results = m.translations(sentences, beam=args.beam, n_best=args.n_best, places=where)
         _print_translations(args, lines, results, len(sentences))
         return 0
-    from glassformer import generating
-
-    aligned = generating.translations(m, sentences, args.beam, args.n_best, None, where, pairs)
+    heads = dict(layers=args.align_layers, heads=args.align_heads)
+    aligned = m.alignments(sentences, **heads, beam=args.beam, n_best=args.n_best, places=where)
     records = []
 
     def translations():
