@@ -362,3 +362,50 @@ def test_a_large_matrix_is_drawn_tile_by_tile_as_it_scrolls(browser, server, wid
     assert hover(11, 19_050) == pytest.approx(logits[11, 19_050], rel=1e-6, abs=1e-7)
     shot(driver, tmp_path, "explorer-steps.png", "step-logits")
     no_errors_and_nothing_leaves(driver, server)
+
+
+# Every /api/run request the page makes: when it was sent, its text, and how many were under way
+# at once; each answer is held back 300 ms, so that keys typed together fall during a run.
+COUNT_RUNS = """
+window.gfRuns = {sent: [], texts: [], live: 0, most: 0, typed: null};
+document.getElementById('text').addEventListener('input',
+  () => { if (window.gfRuns.typed === null) window.gfRuns.typed = performance.now(); });
+const f = window.fetch;
+window.fetch = async (url, options) => {
+  if (!String(url).endsWith('/api/run')) return f(url, options);
+  const r = window.gfRuns;
+  r.sent.push(performance.now()); r.texts.push(JSON.parse(options.body).text);
+  r.most = Math.max(r.most, ++r.live);
+  try {
+    const answer = await f(url, options);
+    await new Promise(ok => setTimeout(ok, 300));
+    return answer;
+  } finally { r.live--; }
+};
+"""
+
+
+def test_a_key_press_runs_at_once_and_keys_typed_during_a_run_wait_for_it(browser, server):  # noqa: F811
+    """The first key press sends its run without a fixed delay (the page used to wait 120 ms
+    after the last key); keys pressed while a run is under way do not start runs of their own:
+    one typing run at a time, then the newest text, whose tokens the page ends on."""
+    from selenium.webdriver.common.by import By
+
+    driver = browser
+    driver.get(server + "#model=char-lm&text=ROMEO: Bu")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.execute_script(COUNT_RUNS)
+    before = ready(driver)
+    driver.find_element(By.ID, "text").send_keys("t soft")
+    until(driver, "return document.getElementById('app').dataset.ready !== arguments[0] && "
+          "document.querySelectorAll('#tokens .tok').length === 15", before)  # fmt: skip
+    runs = driver.execute_script("return window.gfRuns")
+    assert runs["sent"][0] - runs["typed"] < 100, runs  # sent at once, not after a delay
+    assert runs["most"] == 1, runs  # never two typing runs at once
+    assert 2 <= len(runs["sent"]) <= 6 and runs["texts"][-1] == PROMPT, runs
+    assert runs["texts"][0] == "ROMEO: But", runs  # the first key's own text
+    shown = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#tokens .tok small'), e => +e.textContent)"
+    )
+    cfg, params, tok = loading.load(CHAR_LM)
+    assert shown == tok.encode(PROMPT)

@@ -1,5 +1,5 @@
 // The live explorer: the static report's front end (report.css, heatmap.js) fetching its data
-// from `glassformer serve` instead of reading it inlined. Typing re-runs the model (debounced);
+// from `glassformer serve` instead of reading it inlined. Typing re-runs the model (one run at a time);
 // every view asks the server for what it shows, when it is shown. Text from the server goes in
 // as text (textContent); the only HTML inserted is the report's own cards and tables, which
 // the server escapes (explain/html_pieces.py).
@@ -13,7 +13,7 @@
   const H = window.glassformerHeatmap;
   const $ = id => document.getElementById(id);
   const app = $("app"), tip = app.querySelector(".gf-tip");
-  const DEBOUNCE = 120, REGENERATE = 250, BADGE_PAUSE_MS = 600;
+  const REGENERATE = 250, BADGE_PAUSE_MS = 600;
   const state = {
     models: [], model: null, info: null, text: "", run: null, seq: 0, stepInput: null,
     site: null, layer: null, head: null, mapName: null, mapData: null, tab: "attention",
@@ -214,14 +214,23 @@
   $("model").addEventListener("change", e => chooseModel(e.target.value));
 
   // -- typing: the run -------------------------------------------------------------------------
-  let timer = 0;
+  // A key press runs the model at once when no run is under way; keys pressed during a run wait
+  // for it to end, and then only the newest text runs (no fixed delay, and never more than one
+  // typing run at a time on the server).
+  let typing = null, typedAgain = false;
+  function runTyped() {
+    if (typing) { typedAgain = true; return; }
+    typing = update().finally(() => {
+      typing = null;
+      if (typedAgain) { typedAgain = false; runTyped(); }
+    });
+  }
   $("text").addEventListener("input", () => {
     state.typedAt = performance.now();
     state.text = $("text").value;
     state.stepInput = null;
     $("step-banner").hidden = true;
-    clearTimeout(timer);
-    timer = setTimeout(update, DEBOUNCE);
+    runTyped();
   });
   $("back-to-text").addEventListener("click", () => {
     state.stepInput = null;
@@ -259,6 +268,7 @@
       clearRun("No tokens, maps or output: the model could not run on this input (the message above says why).");  // nothing of the last input stays
       problem(e.message);
       app.classList.remove("busy");
+      if (typedAgain) return;  // a newer text runs next: the page is not ready for it yet
       app.dataset.ready = String(seq);
       if (state.tab === "generate" && !state.stepInput) regenerate();
       return;
@@ -283,6 +293,9 @@
       window.gfLatency.push(ms);
       $("latency").textContent = "keystroke → attention map: " + Math.round(ms) + " ms";
     } else $("latency").textContent = "";  // no key press behind this run: no latency to tell
+    // A newer text runs next: nothing more for this one (its badge, steps, interventions would
+    // only hold up the next run on the server), and the page is not ready yet.
+    if (typedAgain) return;
     app.dataset.ready = String(seq);
     // A float32 view's badge runs the float64 reference: it waits for a pause in typing, so that
     // it never holds up the next key press's map (a newer run cancels it).
