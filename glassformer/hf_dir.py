@@ -15,6 +15,8 @@ skipped and reported. Deliberately not here: downloading (nothing leaves the mac
 from __future__ import annotations
 
 import json
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,26 +100,26 @@ FAMILIES = {
     "pegasus": (hf_pegasus.pegasus_config, hf_pegasus.pegasus_to_glassformer, lambda state: {}),
     "llama": (
         lambda d, state: hf_llama.llama_config(d, "llama"),
-        hf_llama.llama_to_glassformer,
+        lambda state, cfg: hf_llama.llama_to_glassformer(state, cfg, copy=False),
         lambda state: {},
     ),
     "qwen2": (
         lambda d, state: hf_llama.llama_config(d, "qwen2"),
-        hf_llama.llama_to_glassformer,
+        lambda state, cfg: hf_llama.llama_to_glassformer(state, cfg, copy=False),
         lambda state: {},
     ),
-}
+}  # Llama and Qwen2 tensors are taken as read (no copy): `load` drops the state it read
 
 
 def _numpy(x) -> np.ndarray:
     return x if isinstance(x, np.ndarray) else x.detach().cpu().float().numpy()
 
 
-def read_state(folder: Path) -> dict[str, np.ndarray]:
-    """{name: NumPy array} of a folder's weights (safetensors, shards, or a weights-only .bin)."""
-    from safetensors import SafetensorError
-    from safetensors.numpy import load_file
-
+def read_state(folder: Path, order: str = "K") -> dict[str, np.ndarray]:
+    """{name: NumPy array} of a folder's weights (safetensors, shards, or a weights-only .bin).
+    A safetensors file is read tensor by tensor into arrays of its own (`_safetensors`): one copy
+    of the weights in memory, where a mapped file would be a second while it is read. order "F":
+    every matrix F-ordered (read so, a few rows at a time, from safetensors); "K": as stored."""
     names = ["model.safetensors"]
     index = _member(folder, "model.safetensors.index.json")
     if index is not None:
@@ -141,15 +143,14 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
         state = {}
         for f in weight_files:
             try:
-                state |= load_file(str(f))
-            except (SafetensorError, OSError, ValueError, TypeError) as e:
-                if "bf16" in str(e).lower() or "bfloat16" in str(e).lower():
-                    state |= _torch_safetensors(f)
-                    continue
-                raise CheckpointError(f"{f} is truncated or corrupt ({e})") from None
+                with open(f, "rb") as handle:
+                    tensors = _safetensors(handle, f, order)
+            except OSError as e:
+                raise CheckpointError(f"{f} is unreadable ({e})") from None
+            state |= _in_order(_torch_safetensors(f), order) if tensors is None else tensors
         return state
     if (f := _member(folder, "pytorch_model.bin")) is not None:
-        return _torch_bin(f)
+        return _in_order(_torch_bin(f), order)
     if index is not None:
         gone = [s for s, f in zip(names, weight_files, strict=True) if f is None]
         more = f" (and {len(gone) - 1} more)" if len(gone) > 1 else ""
@@ -161,6 +162,104 @@ def read_state(folder: Path) -> dict[str, np.ndarray]:
         f"{folder} has no model.safetensors (or shards) and no pytorch_model.bin; "
         "save the model there with save_pretrained"
     )
+
+
+# safetensors dtype -> NumPy (little-endian, as the format stores them); BF16 is read by torch.
+_ST_DTYPES = {
+    "F64": "<f8", "F32": "<f4", "F16": "<f2", "I64": "<i8", "U64": "<u8", "I32": "<i4",
+    "U32": "<u4", "I16": "<i2", "U16": "<u2", "I8": "i1", "U8": "u1", "BOOL": "?", "C64": "<c8",
+}  # fmt: skip
+_MAX_HEADER = 100_000_000  # bytes of JSON, the limit of the safetensors library
+_ROWS_BYTES = 1 << 22  # an F-ordered matrix is read through a buffer of this many bytes of rows
+
+
+def _safetensors(handle, f: Path, order: str = "K") -> dict[str, np.ndarray] | None:
+    """{name: array} of an open safetensors file, each tensor read (`readinto`) straight into a
+    new array (order "F": every matrix F-ordered, its rows read a few at a time into it); None
+    when it stores bfloat16 (NumPy has none: `_torch_safetensors`). The header is checked as the
+    safetensors library checks it: known dtypes, offsets that match the shapes and cover the data
+    without gaps or overlaps."""
+    header = _safetensors_header(handle, f)
+    if header is None:
+        return None
+    start = handle.tell()
+    state = {}
+    for name, (dtype, shape, begin, end) in header.items():
+        x = np.empty(shape, dtype=dtype, order="F" if order == "F" and len(shape) == 2 else "C")
+        handle.seek(start + begin)
+        if end > begin and not _read_into(handle, x):
+            raise CheckpointError(f"{f} is truncated or corrupt (tensor {name!r} is cut short)")
+        state[name] = x
+    return state
+
+
+def _read_into(handle, x: np.ndarray) -> bool:
+    """Fill x with the next x.nbytes bytes of handle, stored row-major (C order) there; False
+    when the file ends first. An F-ordered matrix is filled a few rows at a time (no second copy
+    of it is ever whole)."""
+    if x.flags.c_contiguous:
+        return handle.readinto(memoryview(x.reshape(-1).view(np.uint8))) == x.nbytes
+    rows = np.empty((max(1, _ROWS_BYTES // (x.strides[1] * x.shape[1])), x.shape[1]), x.dtype)
+    for r in range(0, len(x), len(rows)):
+        part = rows[: len(x) - r]
+        if handle.readinto(memoryview(part.reshape(-1).view(np.uint8))) != part.nbytes:
+            return False
+        x[r : r + len(part)] = part
+    return True
+
+
+def _in_order(state: dict[str, np.ndarray], order: str) -> dict[str, np.ndarray]:
+    """state, in place, every array in `order` (each replaced as its copy is made)."""
+    for name, x in state.items():
+        state[name] = np.asarray(x, order=order)
+    return state
+
+
+def _safetensors_header(handle, f: Path) -> dict | None:
+    """{name: (NumPy dtype, shape, begin, end)} in file order, handle left at the data."""
+    size = os.fstat(handle.fileno()).st_size
+
+    def bad(why: str):
+        return CheckpointError(f"{f} is truncated or corrupt ({why})")
+
+    raw = handle.read(8)
+    n = int.from_bytes(raw, "little") if len(raw) == 8 else -1
+    if not 0 < n <= min(size - 8, _MAX_HEADER):
+        raise bad("no safetensors header")
+    try:
+        meta = json.loads(handle.read(n).decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise bad(f"the header is not JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise bad("the header is not a JSON object")
+    meta.pop("__metadata__", None)
+    out, at = {}, 0
+    for name, t in sorted(meta.items(), key=lambda kv: _offsets(kv[1])):
+        kind = t.get("dtype") if isinstance(t, dict) else None
+        if kind == "BF16":
+            return None
+        shape = t.get("shape") if isinstance(t, dict) else None
+        if (
+            kind not in _ST_DTYPES
+            or not isinstance(shape, list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+        ):
+            raise bad(f"tensor {name!r} has no readable dtype and shape")
+        begin, end = _offsets(t)
+        dtype = np.dtype(_ST_DTYPES[kind])
+        if begin != at or end - begin != math.prod(shape) * dtype.itemsize:
+            raise bad(f"the offsets of tensor {name!r} do not match its shape")
+        out[name], at = (dtype, tuple(shape), begin, end), end
+    if 8 + n + at != size:
+        raise bad(f"{size - 8 - n} bytes of data, the header describes {at}")
+    return out
+
+
+def _offsets(t) -> tuple[int, int]:
+    """A header entry's (begin, end), (-1, -1) when it has none (refused in file order)."""
+    d = t.get("data_offsets") if isinstance(t, dict) else None
+    ok = isinstance(d, list) and len(d) == 2 and all(type(x) is int for x in d)
+    return (d[0], d[1]) if ok else (-1, -1)
 
 
 def _member(folder: Path, name: str) -> Path | None:
@@ -201,8 +300,19 @@ def _torch_bin(f: Path) -> dict[str, np.ndarray]:
     return {k: _numpy(v) for k, v in state.items()}
 
 
-def load(folder: str | Path, dtype=np.float64) -> Imported:
-    """Read a Hugging Face folder: Config, {name: array} in spec order, tokenizer, skipped."""
+def _as_dtype(params: dict, names: list[str], dtype, order: str = "K") -> dict:
+    """{name: array in dtype and order} in `names` order, each converted as it is taken out of
+    `params`: one at a time, so that a float32 file read as float64 holds the float64 weights and
+    one float32 tensor at most, never both sets."""
+    out = {}
+    for n in names:
+        out[n] = np.asarray(params.pop(n), dtype=dtype, order=order)
+    return out
+
+
+def load(folder: str | Path, dtype=np.float64, order: str = "K") -> Imported:
+    """Read a Hugging Face folder: Config, {name: array} in spec order, tokenizer, skipped.
+    order "F": every matrix an F-ordered array; "K", the default: as read (`loading.load`)."""
     from glassformer import tokenizer
     from glassformer.tokenizer import HFTokenizer
     from glassformer.weights import check, spec
@@ -217,7 +327,7 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
         )
     make_config, convert, left_out = FAMILIES[family]
     _check_sizes(folder, d)
-    state = read_state(folder)
+    state = read_state(folder, order)
     try:
         cfg = make_config(d, state)
     except KeyError as e:
@@ -230,7 +340,8 @@ def load(folder: str | Path, dtype=np.float64) -> Imported:
         ) from None
     skipped = left_out(state)
     params = convert(state, cfg)
-    params = {n: np.asarray(params[n], dtype=dtype) for n in spec(cfg)}
+    del state  # each tensor read is now held by `params` alone, or by nothing
+    params = _as_dtype(params, list(spec(cfg)), dtype, order)
     check(cfg, params, where=str(folder))
     notes = []
     for name in (*TOKENIZER_FILES, "tokenizer_config.json", "special_tokens_map.json"):

@@ -232,9 +232,11 @@ def config_specials(tok, d: dict):
 # -- the tensors, both ways ---------------------------------------------------------------------
 
 
-def llama_to_glassformer(state: dict, cfg: Config) -> dict:
+def llama_to_glassformer(state: dict, cfg: Config, copy: bool = True) -> dict:
     """LlamaForCausalLM / Qwen2ForCausalLM tensors -> spec(cfg) tensors, copied. A tied model's
-    `lm_head.weight` may be absent; if present it must equal the embedding."""
+    `lm_head.weight` may be absent; if present it must equal the embedding. copy=False: the
+    tensors of `state` themselves, for a caller that read them and drops `state` (`hf_dir.load`:
+    a second copy of every weight would be made only to free the first)."""
     name = FAMILIES[export_family(cfg)][1]
     shapes, out, used = spec(cfg), {}, set()
     for ours, theirs in _pairs(cfg):
@@ -242,7 +244,7 @@ def llama_to_glassformer(state: dict, cfg: Config) -> dict:
             why = " (tie_word_embeddings is false)" if theirs == HEAD else ""
             raise CheckpointError(f"{name} checkpoint has no tensor {theirs!r}{why}")
         _shape_check(ours, state[theirs], shapes, theirs)
-        out[ours] = _copy(state[theirs])
+        out[ours] = _copy(state[theirs]) if copy else state[theirs]
         used.add(theirs)
     if cfg.tie_embeddings and HEAD in state:
         if not _same(state[HEAD], state[EMBED]):

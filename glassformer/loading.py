@@ -23,26 +23,39 @@ import numpy as np
 from glassformer import hf_dir, nanogpt, weights
 
 
-def load(path: str | Path, dtype=np.float64):
+def load(path: str | Path, dtype=np.float64, order: str = "K"):
     """(Config, {name: array}, tokenizer or None) of a checkpoint directory, fully checked; a
     Hugging Face model folder (its config.json names a `model_type`) or a nanoGPT out_dir (a
-    folder with ckpt.pt, or the file itself) is imported on the fly."""
-    if (imported := foreign(path, dtype)) is not None:
+    folder with ckpt.pt, or the file itself) is imported on the fly.
+
+    order "F": every matrix an F-ordered array (the same shapes and values), the memory layout
+    of the PyTorch engine's inference form (`torch_model.inference_arrays`, then `from_params`
+    shares the arrays instead of copying them); a Hugging Face folder's are read so, the others
+    are copied so one at a time. "K", the default: as read."""
+    if (imported := foreign(path, dtype, order)) is not None:
         return imported[:3]
-    return weights.load(path, dtype)
+    cfg, params, tok = weights.load(path, dtype)
+    return cfg, _in_order(params, order), tok
 
 
-def foreign(path: str | Path, dtype=np.float64) -> tuple | None:
+def foreign(path: str | Path, dtype=np.float64, order: str = "K") -> tuple | None:
     """(Config, {name: array}, tokenizer or None, Hugging Face model_type or None) of a model
     imported on the fly: a Hugging Face model folder, a nanoGPT checkpoint (model_type None);
-    None for anything else (a glassformer checkpoint, or nothing)."""
+    None for anything else (a glassformer checkpoint, or nothing). order: as `load`'s."""
     if hf_dir.is_hf_folder(path):
-        imported = hf_dir.load(path, dtype)
+        imported = hf_dir.load(path, dtype, order)
         return imported.cfg, imported.params, imported.tokenizer, imported.family
     if nanogpt.is_nanogpt(path):
         found = nanogpt.load(path, dtype)
-        return found.cfg, found.params, found.tokenizer, None
+        return found.cfg, _in_order(found.params, order), found.tokenizer, None
     return None
+
+
+def _in_order(params: dict, order: str) -> dict:
+    """params, in place, every array in `order` (each replaced as its copy is made)."""
+    for name, x in params.items():
+        params[name] = np.asarray(x, order=order)
+    return params
 
 
 def class_names(path: str | Path, cfg) -> list[str] | None:

@@ -285,8 +285,14 @@ def check(cfg: Config, params: dict[str, np.ndarray], where: str = "checkpoint")
         got = tuple(params[name].shape)
         if got != shape:
             raise CheckpointError(f"{where}: tensor {name!r} has shape {got}, expected {shape}")
-        if not np.all(np.isfinite(params[name])):
+        if not _finite(params[name]):
             raise CheckpointError(f"{where}: tensor {name!r} contains NaN or infinite values")
+
+
+def _finite(x: np.ndarray) -> bool:
+    """Every value finite: its min and max are (NaN propagates through both), without the array
+    of flags np.isfinite would make (a byte per weight: 27 MiB for SmolLM2-135M's embedding)."""
+    return x.size == 0 or bool(np.isfinite(x.min()) and np.isfinite(x.max()))
 
 
 # -- checkpoint directories ---------------------------------------------------------------------
