@@ -10,8 +10,9 @@ sequence of the batch); inside `trace.intervene` each tap's returned tensor is c
 
 Its forms, all declared here: training, `Transformer(cfg, dropout=p)` (weights drawn once, by
 `init_weights`); inference, `inference_layout(model)` (the weights laid out for speed, Q/K/V fused
-in `MultiHeadAttention.qkv_t`); int8, `quantize.int8(model)` (`Int8Linear` in the linear slots
-and, for a tied head, in `Transformer.output_head`).
+in `MultiHeadAttention.qkv_t`; `inference_arrays` lays out NumPy arrays so beforehand, which
+`from_params` then shares instead of copying); int8, `quantize.int8(model)` (`Int8Linear` in the
+linear slots and, for a tied head, in `Transformer.output_head`).
 
 The layers below a block (attention, FFN, norms, positions) are in `torch_layers.py`, which
 declares their slots (`qkv_t`), and are re-exported here.
@@ -30,6 +31,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -174,6 +176,16 @@ class Block(nn.Module):
         return _tap("out", x)
 
 
+def _embedding(n: int, C: int) -> nn.Embedding:
+    """nn.Embedding(n, C), with PyTorch's default N(0, 1) draw (`init_weights` draws after the
+    defaults, from the same generator). On the meta device (`from_params`) without it: normal_
+    has no meta kernel there but a Python one, whose import (torch's decompositions) would stay
+    resident, ~70 MiB, for a draw that is never used."""
+    if torch.empty(0).is_meta:
+        return nn.Embedding(n, C, _weight=torch.empty(n, C))
+    return nn.Embedding(n, C)
+
+
 class Stack(nn.Module):
     """Token embedding + positions, then n blocks, then (pre-LN) a final norm. Rotary positions
     add no table: each block's self-attention turns Q and K by them."""
@@ -187,15 +199,16 @@ class Stack(nn.Module):
         self.norm_eq = norm_equation(cfg)
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
         # tok_embed None: forward() is given the shared table (Config.share_embeddings)
-        self.tok_embed = nn.Embedding(cfg.vocab_size, cfg.d_model) if own_embed else None
+        self.tok_embed = _embedding(cfg.vocab_size, cfg.d_model) if own_embed else None
         learned = cfg.positions == "learned"
-        self.pos_embed = nn.Embedding(cfg.max_len, cfg.d_model) if learned else None
+        self.pos_embed = _embedding(cfg.max_len, cfg.d_model) if learned else None
         if self.additive and not learned:
             split = cfg.positions == "sinusoidal_split"
-            pe = sinusoidal_table(cfg.max_len, cfg.d_model, split=split)
+            with torch.device("cpu"):  # computed, never loaded: real even on meta (from_params)
+                pe = sinusoidal_table(cfg.max_len, cfg.d_model, split=split)
             self.register_buffer("pe", pe, persistent=False)
         types, norm = cfg.type_vocab_size, cfg.embed_norm  # BERT's token types, embedding norm
-        self.type_embed = nn.Embedding(types, cfg.d_model) if types else None
+        self.type_embed = _embedding(types, cfg.d_model) if types else None
         self.embed_norm = make_norm(cfg) if norm else None
         self.layers = nn.ModuleList(Block(cfg, cross, dropout) for _ in range(n_layers))
         self.norm = make_norm(cfg) if cfg.norm == "pre" else None
@@ -383,12 +396,46 @@ def sentence_embeddings(model: Transformer, ids: Tensor, valid: Tensor | None = 
     return F.normalize(pooled, p=2.0, dim=-1, eps=1e-12)
 
 
-def from_params(cfg: Config, params: dict, dtype=torch.float64, dropout: float = 0.0):
-    """A Transformer holding the given {name: array} weights (NumPy or torch), strictly matched."""
-    model = Transformer(cfg, dropout=dropout, init=None).to(dtype)
-    state = {n: torch.as_tensor(v).to(dtype) for n, v in params.items()}
-    model.load_state_dict(state, strict=True)
-    return model
+def from_params(
+    cfg: Config, params: dict, dtype=torch.float64, dropout: float = 0.0, copy: bool = False
+):
+    """A Transformer holding the given {name: array} weights (NumPy or torch), strictly matched.
+
+    An array already in `dtype` (and writable) is not copied: the model's parameter is a tensor
+    over its memory, with its strides (an F-ordered matrix of `inference_arrays` stays one), so
+    that building a model does not hold the weights twice. A change to one is a change to the
+    other: copy=True gives the model weights of its own (to train without touching the arrays).
+    The model is built on the meta device, so no weight is drawn only to be replaced."""
+    with torch.device("meta"):
+        model = Transformer(cfg, dropout=dropout, init=None)
+    state = {n: _tensor(v, dtype, copy) for n, v in params.items()}
+    model.load_state_dict(state, strict=True, assign=True)
+    return model.to(dtype)  # the computed tables (Stack.pe); every parameter already is
+
+
+def _tensor(x, dtype: torch.dtype, copy: bool) -> Tensor:
+    """x as a tensor in dtype: over x's own memory where it can be, unless copy."""
+    if isinstance(x, np.ndarray) and not x.flags.writeable:  # memory NumPy keeps read-only:
+        x, copy = np.array(x), False  # the model's parameter may not write it
+    t = _over_base(x) if isinstance(x, np.ndarray) else torch.as_tensor(x)
+    out = t.to(dtype)
+    return out.clone() if copy and out.data_ptr() == t.data_ptr() else out
+
+
+def _over_base(x: np.ndarray) -> Tensor:
+    """A tensor over x's memory, and a view of a tensor over all of the C-contiguous array x is a
+    view of, if any: views of one array (`inference_arrays`' Wq, Wk, Wv) stay views of one
+    storage, as `inference_layout` finds them (torch.from_numpy gives each its own storage)."""
+    base = x
+    while isinstance(base.base, np.ndarray):
+        base = base.base
+    size = x.itemsize
+    offset, rest = divmod(x.ctypes.data - base.ctypes.data, size)
+    plain = base is x or not base.flags.c_contiguous or base.dtype != x.dtype or rest
+    if plain or any(s % size or s < 0 for s in x.strides):
+        return torch.from_numpy(x)
+    strides = tuple(s // size for s in x.strides)
+    return torch.from_numpy(base.reshape(-1)).as_strided(x.shape, strides, offset)
 
 
 def inference_layout(model: Transformer) -> Transformer:
@@ -400,24 +447,77 @@ def inference_layout(model: Transformer) -> Transformer:
     keeps PyTorch's own layout; `.to()` after it would copy the views apart. A float model's (not
     quantize.int8's: one form or the other)."""
     with torch.no_grad():
-        for block in (m for m in model.modules() if isinstance(m, Block)):
-            m = block.self_attn  # its Wq, Wk, Wv become views into one (C, H*D + 2*KV*D) array
+        for m in _fused(model).values():  # Wq, Wk, Wv become views into one (C, H*D + 2*KV*D)
             parts = (m.q, m.k, m.v)
-            m.qkv_t = torch.cat([p.weight.t() for p in parts], dim=1)  # (C, H*D + 2*KV*D)
+            ws = [p.weight.t() for p in parts]  # (C, H*D), (C, KV*D), (C, KV*D)
+            m.qkv_t = _columns_of_one(ws)  # laid out so already (`inference_arrays`): no copy
+            if m.qkv_t is None:
+                m.qkv_t = torch.cat(ws, dim=1)  # (C, H*D + 2*KV*D)
             m.qkv_b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
             at = 0
             for p, n in zip(parts, m.sizes, strict=True):
                 view = m.qkv_t[:, at : at + n].t()  # (n, C), shares storage
                 p.weight = nn.Parameter(view, requires_grad=p.weight.requires_grad)
                 at += n
-        mats = [m for m in model.modules() if isinstance(m, nn.Linear)]
-        if model.cfg.tie_embeddings and model.decoder is not None:
-            mats.append(model.decoder.tok_embed)  # row lookups in it get slower, by microseconds
-        for m in mats:  # every other weight: (in, out) in memory (Wq, Wk, Wv already are)
+        for m in _transposed(model).values():  # every other weight: (in, out) in memory
             w = m.weight
             if w.is_contiguous():
                 m.weight = nn.Parameter(w.t().contiguous().t(), requires_grad=w.requires_grad)
     return model
+
+
+def _fused(model: Transformer) -> dict[str, MultiHeadAttention]:
+    """{name: module} of every block's self-attention, whose Wq, Wk, Wv the inference form fuses."""
+    blocks = ((n, m) for n, m in model.named_modules() if isinstance(m, Block))
+    return {f"{n}.self_attn": m.self_attn for n, m in blocks}
+
+
+def _transposed(model: Transformer) -> dict[str, nn.Module]:
+    """{name: module} of the other weights the inference form stores (in, out): every linear layer
+    but the fused ones, and the embedding a tied head reads (row lookups in it get slower, by
+    microseconds)."""
+    fused = {f"{n}.{x}" for n in _fused(model) for x in "qkv"}
+    out = {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and n not in fused}
+    if model.cfg.tie_embeddings and model.decoder is not None:
+        out["decoder.tok_embed"] = model.decoder.tok_embed
+    return out
+
+
+def _columns_of_one(ws: list[Tensor]) -> Tensor | None:
+    """The (C, n1 + n2 + ...) tensor whose consecutive column blocks the (C, n_i) tensors ws are,
+    or None when they are not such views of one array."""
+    total, first = sum(w.shape[1] for w in ws), ws[0]
+    at = first.data_ptr()
+    for w in ws:
+        same = w.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
+        if not same or w.stride() != (total, 1) or w.data_ptr() != at or w.dtype != first.dtype:
+            return None
+        at += w.shape[1] * w.element_size()
+    return first.as_strided((first.shape[0], total), (total, 1))
+
+
+def inference_arrays(cfg: Config, params: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`params` (NumPy arrays), in place, laid out as `inference_layout` lays out the weights, the
+    same values and shapes: every matrix it stores (in, out) an F-ordered array, a block's
+    self-attention Wq, Wk, Wv views into one C-ordered (C, H*D + 2*KV*D) array. `from_params`
+    then shares them with the model and `inference_layout` keeps them, where from arrays of
+    `weights.spec`'s (out, in) layout it makes a copy of each matrix while the arrays are held.
+    Each array is replaced as its copy is made, so that the weights are held once and one matrix
+    (when nothing else holds the old arrays)."""
+    with torch.device("meta"):
+        model = Transformer(cfg, init=None)  # for the names only: the same walk as the layout's
+    for name in _fused(model):
+        names = [f"{name}.{x}.weight" for x in "qkv"]
+        parts = [params[n] for n in names]  # (H*D, C), (KV*D, C), (KV*D, C)
+        fused = np.empty((cfg.d_model, sum(len(w) for w in parts)), np.result_type(*parts))
+        at = 0
+        for n, w in zip(names, parts, strict=True):
+            fused[:, at : at + len(w)] = w.T
+            params[n], at = fused[:, at : at + len(w)].T, at + len(w)  # (n, C), a view
+        del parts
+    for name in _transposed(model):
+        params[f"{name}.weight"] = np.asfortranarray(params[f"{name}.weight"])
+    return params
 
 
 def to_params(model: Transformer) -> dict:
