@@ -392,6 +392,7 @@ def test_a_key_press_runs_at_once_and_keys_typed_during_a_run_wait_for_it(browse
     from selenium.webdriver.common.by import By
 
     driver = browser
+    driver.get("about:blank")  # a page of its own: only the hash differing would not reload it
     driver.get(server + "#model=char-lm&text=ROMEO: Bu")
     until(driver, "return document.getElementById('app').dataset.ready")
     driver.execute_script(COUNT_RUNS)
