@@ -372,7 +372,8 @@ def _new_model(cfg, tcfg, init_params, device) -> Transformer:
         model = Transformer(cfg, dropout=tcfg.dropout, init=None)
         init_weights(model, cfg, tcfg.init, tcfg.embed_std)
     else:  # fine-tuning
-        model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout)
+        # copy: training must not write into the caller's arrays (from_params shares them)
+        model = from_params(cfg, init_params, dtype=torch.float32, dropout=tcfg.dropout, copy=True)
     model.to(device)
     return model
 

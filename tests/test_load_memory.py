@@ -223,3 +223,19 @@ def test_a_broken_safetensors_file_is_one_line(case, tmp_path):
     with pytest.raises(CheckpointError, match="is truncated or corrupt") as e:
         hf_dir.read_state(tmp_path)
     assert len(str(e.value).splitlines()) == 1
+
+
+def test_fine_tuning_does_not_write_into_the_callers_arrays():
+    """from_params shares arrays already in float32; the trainer asks for weights of its own,
+    so that training leaves the arrays it was given (a checkpoint read as float32) as they were."""
+    from glassformer.train import _new_model
+
+    rng = np.random.default_rng(0)
+    params = {k: rng.standard_normal(s).astype(np.float32) for k, s in weights.spec(CFG).items()}
+    before = {k: v.copy() for k, v in params.items()}
+    tcfg = type("T", (), {"threads": None, "seed": 0, "dropout": 0.0})()
+    model = _new_model(CFG, tcfg, params, "cpu")
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # what an optimiser step does, in place
+    assert all(np.array_equal(params[k], before[k]) for k in params)
