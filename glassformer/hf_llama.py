@@ -15,7 +15,13 @@ How config.json maps to the Config:
   a zero `lm_head.bias` on import (the same function) and must have a zero one on export.
 - Qwen2: qkv_bias=true with bias=false (its W_O and MLP have none).
 - tie_word_embeddings: the head is the embedding matrix (save_pretrained writes no lm_head).
-- rope_parameters (transformers 5) or rope_theta and rope_scaling (4.x): plain RoPE only.
+- rope_parameters (transformers 5) or rope_theta and rope_scaling (4.x): plain RoPE only. As
+  transformers 5 reads them: a non-empty rope_scaling stands for rope_parameters, and rope_theta
+  is taken from it, else from the top level, else 10,000.
+- a key left out takes transformers' default (`DEFAULTS`, its LlamaConfig / Qwen2Config): a
+  folder written by any version reads as transformers reads it. The sizes (vocab_size,
+  hidden_size, intermediate_size, num_hidden_layers, num_attention_heads) have no default here:
+  every writer writes them, and a 7B default would only be a wrong shape further on.
 
 Refused, in one line that names the field: scaled rotary positions (rope_type "linear",
 "dynamic", "yarn", "llama3", ...), a partial_rotary_factor other than 1 (transformers' Llama and
@@ -107,6 +113,14 @@ def export_family(cfg: Config) -> str:
 
 # -- config.json -> Config ----------------------------------------------------------------------
 
+# The value transformers gives a key config.json leaves out (its LlamaConfig / Qwen2Config
+# defaults). num_key_value_heads None: as many as the query heads (also what null means).
+_COMMON = {"hidden_act": "silu", "rms_norm_eps": 1e-6, "tie_word_embeddings": False}
+DEFAULTS = {
+    "llama": _COMMON | {"max_position_embeddings": 2048, "num_key_value_heads": None},
+    "qwen2": _COMMON | {"max_position_embeddings": 32768, "num_key_value_heads": 32},
+}
+
 
 def _size(d: dict, key: str, default: int) -> int:
     """An optional size of config.json (null: the default), a positive integer."""
@@ -124,9 +138,10 @@ def _rope_theta(d: dict, name: str) -> float:
     for key, x in (("rope_parameters", rope), ("rope_scaling", scaling)):
         if x is not None and not isinstance(x, dict):
             raise ConfigError(f"{key}: expected an object or null, got {x!r}")
-    rope = rope or {}
-    key, given = ("rope_scaling", scaling) if scaling is not None else ("rope_parameters", rope)
-    kind = given.get("rope_type", given.get("type", "default"))
+    # transformers 5 takes a non-empty rope_scaling (4.x's name) in place of rope_parameters,
+    # its rope_theta included
+    key, rope = ("rope_scaling", scaling) if scaling else ("rope_parameters", rope or {})
+    kind = rope.get("rope_type", rope.get("type", "default"))
     if kind != "default":
         raise ConfigError(
             f"{key}: {name}'s rope_type {kind!r} (scaled rotary positions) has no glassformer "
@@ -179,7 +194,7 @@ def _biases(d: dict, family: str, name: str) -> tuple[bool, bool | None]:
 def llama_config(hf_config, family: str = "llama") -> Config:
     """A Config for a LlamaConfig or Qwen2Config (or its `to_dict()`; family its model_type);
     refuses what glassformer cannot represent, naming the field."""
-    d = _as_dict(hf_config)
+    d = DEFAULTS[family] | _as_dict(hf_config)
     name = FAMILIES[family][1]
     heads = d["num_attention_heads"]
     kv = _size(d, "num_key_value_heads", heads)
@@ -204,8 +219,8 @@ def llama_config(hf_config, family: str = "llama") -> Config:
         norm="pre",
         activation=_activation(d, "hidden_act", name),
         bias=bias,
-        tie_embeddings=d.get("tie_word_embeddings", False),
-        ln_eps=float(d.get("rms_norm_eps", 1e-6)),
+        tie_embeddings=d["tie_word_embeddings"],
+        ln_eps=float(d["rms_norm_eps"]),
         rope_theta=_rope_theta(d, name),
         norm_kind="rmsnorm",
         ffn_kind="gated",

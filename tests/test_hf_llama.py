@@ -5,8 +5,10 @@ Q/K/V biases, Llama's attention and MLP biases, a sharded save) are saved with s
 with a tokenizer.json that `tokenizers` builds (SentencePiece-style for Llama, byte-level for
 Qwen2), and read by glassformer. Oracles: logits and greedy ids of transformers, its tokenizer's
 ids, the folder back from export-hf bit for bit (tensors, config.json, tokenizer.json) and loaded
-by transformers. Bad folders and configs no Hugging Face form holds: one line, exit 2. Nothing is
-downloaded."""
+by transformers. config.json in each form its writers produce (rope_theta nested or at the top,
+rope_scaling standing for rope_parameters, optional keys left out or null) reads as transformers
+reads it (AutoConfig of the same file: its attributes and its logits). Bad folders and configs no
+Hugging Face form holds: one line, exit 2. Nothing is downloaded."""
 
 from __future__ import annotations
 
@@ -427,3 +429,104 @@ def test_sliding_window_missing_shard_and_tensors_are_one_line(good, tmp_path, c
     config = json.loads((bad / "config.json").read_text())
     (bad / "config.json").write_text(json.dumps(config | dict(num_hidden_layers=3)))
     _one_line_refusal(bad, tmp_path, capsys, "no tensor 'model.layers.2.input_layernorm.weight'")
+
+
+# -- config.json in every form its writers produce ----------------------------------------------
+
+# The sizes every writer writes; each form adds, nests or leaves out the rest. The oracle is
+# transformers reading the same config.json (AutoConfig.from_pretrained) and building the model
+# from it: its attributes, and its logits over random weights.
+SIZES = dict(vocab_size=64, hidden_size=32, intermediate_size=40, num_hidden_layers=2)
+WRITTEN = dict(  # what transformers 5's save_pretrained writes beside the rotary fields
+    num_attention_heads=4, num_key_value_heads=2, head_dim=8, hidden_act="silu",
+    max_position_embeddings=48, rms_norm_eps=1e-5, tie_word_embeddings=False,
+)  # fmt: skip
+NESTED = dict(rope_parameters={"rope_type": "default", "rope_theta": 50.0})
+FORMS = {  # name: (model_type, config.json less model_type and SIZES)
+    # transformers 5: rope_theta nested under rope_parameters only
+    "llama-nested": ("llama", WRITTEN | NESTED | dict(attention_bias=False, mlp_bias=False)),
+    # transformers 4.x and many published folders: rope_theta at the top, rope_scaling null
+    "llama-top-level": ("llama", WRITTEN | dict(rope_theta=50.0, rope_scaling=None)),
+    # 4.x with a rope_scaling of the plain kind, its theta at the top
+    "llama-scaling-type": (
+        "llama",
+        WRITTEN | dict(rope_scaling={"type": "default"}, rope_theta=50),
+    ),
+    # rope_scaling stands for rope_parameters in transformers 5, its theta before the top one
+    "llama-scaling-theta": (
+        "llama",
+        WRITTEN | dict(rope_scaling={"rope_type": "default", "rope_theta": 50.0}, rope_theta=1e4),
+    ),
+    # every optional key left out: transformers' defaults (theta 1e4, eps 1e-6, K/V heads = heads,
+    # head_dim hidden / heads, 2048 positions, untied, silu, no biases)
+    "llama-bare": ("llama", dict(num_attention_heads=4)),
+    # null where transformers reads null as its default
+    "llama-nulls": (
+        "llama",
+        dict(
+            num_attention_heads=4,
+            num_key_value_heads=None,
+            head_dim=None,
+            rope_scaling=None,
+            rope_parameters=None,
+            rope_theta=50.0,
+        ),
+    ),  # fmt: skip
+    "llama-tied-only": ("llama", dict(num_attention_heads=4, tie_word_embeddings=True)),
+    "qwen2-nested": ("qwen2", WRITTEN | NESTED | dict(use_sliding_window=False)),
+    "qwen2-top-level": ("qwen2", WRITTEN | dict(rope_theta=50.0)),
+    # Qwen2's K/V heads default to 32, not to the query heads: 64 heads of 2 dimensions
+    "qwen2-bare": ("qwen2", dict(hidden_size=128, num_attention_heads=64)),
+    "qwen2-nulls": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=None)),
+}
+
+
+def _form_folder(name: str, out):
+    """config.json of form `name` as written, the weights of the model transformers builds from it
+    (randomized; the embeddings drawn small, so that RMSNorm's eps moves the logits)."""
+    family, fields = FORMS[name]
+    out.mkdir()
+    vocab = 64 if family == "llama" else 300  # Qwen2's tokenizer has 290 ids
+    config = dict(SIZES, model_type=family, vocab_size=vocab) | fields
+    (out / "config.json").write_text(json.dumps(config))
+    model = transformers.AutoModelForCausalLM.from_config(
+        transformers.AutoConfig.from_pretrained(out)
+    ).eval()
+    randomize(model, seed=len(name))
+    with torch.no_grad():
+        model.model.embed_tokens.weight.mul_(3e-3)
+    model.save_pretrained(out / "saved")
+    for f in (out / "saved").iterdir():
+        if f.suffix == ".safetensors":
+            f.rename(out / f.name)
+    tok = llama_tokenizer() if family == "llama" else qwen2_tokenizer()
+    (out / "tokenizer.json").write_text(tok, encoding="utf-8")
+    return model
+
+
+@pytest.mark.parametrize("name", list(FORMS))
+def test_every_form_of_config_json_reads_as_transformers_reads_it(name, tmp_path, capsys):
+    """Each form, read by glassformer, is the model transformers builds from the same file: its
+    rope_theta, eps, K/V heads, head size, positions and tying, and its logits in float64 (1e-5
+    of their largest: transformers' rotary angles stay float32). export-hf of it is a folder
+    transformers loads as the same model."""
+    model = _form_folder(name, tmp_path / "hf")
+    tc, attn = model.config, model.model.layers[0].self_attn
+    imp = hf_dir.load(tmp_path / "hf")
+    cfg, params = imp.cfg, imp.params
+    assert cfg.rope_theta == tc.rope_parameters["rope_theta"]
+    assert cfg.ln_eps == model.model.norm.variance_epsilon
+    assert cfg.kv_heads == tc.num_key_value_heads and cfg.head_dim == attn.head_dim
+    assert cfg.max_len == tc.max_position_embeddings
+    assert cfg.tie_embeddings == tc.tie_word_embeddings
+    assert cfg.bias == (attn.o_proj.bias is not None)
+    ids = [1, 5, 9, 2, 7, 3, 11, 4, 8, 6, 10, 12]
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(torch.tensor([ids])).logits[0].numpy()
+    scale = np.abs(want).max()  # small where the tied head is the small embedding
+    assert scale > 1e-3 and np.abs(want).std() > scale / 10
+    assert float(np.abs(reference.forward(params, cfg, ids) - want).max()) < 1e-5 * scale
+    assert main(["export-hf", str(tmp_path / "hf"), str(tmp_path / "back")]) == 0
+    back = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "back").eval()
+    with torch.no_grad():
+        assert torch.equal(back(torch.tensor([ids])).logits, model(torch.tensor([ids])).logits)
