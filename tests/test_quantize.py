@@ -63,8 +63,20 @@ CONFIGS = {
 
 
 def float_model(cfg: Config, seed: int = 0):
+    """The model with every bias, gain and offset drawn away from its initial 0 or 1, and the
+    output head's bias (Marian's final_logits_bias, an untied head's) large: a layer that drops
+    its bias, or a head that drops the logits' bias, moves the logits by more than int8 does."""
     torch.manual_seed(seed)
-    return Transformer(cfg).float().eval()
+    model = Transformer(cfg).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name == "lm_head.bias":
+                p.copy_(3.0 * torch.randn(p.shape))
+            elif name.endswith("bias"):
+                p.copy_(0.3 * torch.randn(p.shape))
+            elif "norm" in name:  # a gain
+                p.copy_(1.0 + 0.3 * torch.randn(p.shape))
+    return model
 
 
 def logits(model, cfg, ids):
