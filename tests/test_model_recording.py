@@ -112,6 +112,12 @@ def test_record_is_what_generate_record_writes(char64, tmp_path, capsys):
     assert printed == [t for t, _ in got]
     want = [{"place": p, **r} for p, (_, r) in zip(places, got, strict=True) if r is not None]
     assert lines == want
+    # and not only the same code twice: each line against the reference engine's trace
+    prompts = [t for t in texts if t]
+    for text, line in zip(prompts, lines, strict=True):
+        ids = char64.encode(text, window=True)
+        assert line["input"] == char64.pieces(ids)
+        _check_generation(char64, ids, line["ids"], _values(line), 2, "float64")
     assert list(lines[0]["steps"]) == ["decoder.2.out", "decoder.3.self_attn.head0.A"]
     # the command's default top-k is the method's
     assert main([*argv[:6], "--record", str(out), "--overwrite"]) == 0
@@ -192,10 +198,10 @@ BAD_RECORD = {
     "unknown step": (dict(steps="decoder.9.out"), "--record-steps: 'decoder.9.out' names no step"),
     "unknown step in a list": (dict(steps=["logits", "decoder.0.cross_attn.head0.A"]), "names no"),
     "empty string": (dict(steps=""), "--record-steps is empty"),
-    "steps not names": (dict(steps=3), "not int"),
-    "negative top": (dict(top_tokens=-1), "--record-top-k must be an integer >= 0, got -1"),
-    "top not a number": (dict(top_tokens="5"), "--record-top-k must be an integer"),
-    "batch of 0": (dict(batch_size=0), "--batch-size must be at least 1, got 0"),
+    "steps not names": (dict(steps=3), "steps=3: must be a str or a list of str"),
+    "negative top": (dict(top_tokens=-1), "top_tokens=-1: must be an integer >= 0"),
+    "top not a number": (dict(top_tokens="5"), "top_tokens='5': must be an integer"),
+    "batch of 0": (dict(batch_size=0), "batch_size=0: must be at least 1"),
     "a sampling option and beam": (dict(temperature=0.5, beam_width=2), "choose one --strategy"),
 }
 
@@ -212,9 +218,9 @@ BAD_ALIGN = {
     "unknown layer": (dict(layers="0,7"), "--align-layers: '7' is not one of"),
     "unknown head as a number": (dict(heads=[4]), "--align-heads: 4 is not one of"),
     "a negative head": (dict(heads=[-1]), "--align-heads: -1 is not one of"),
-    "a bool": (dict(layers=[True]), "--align-layers: True is not one of"),
+    "a bool": (dict(layers=[True]), "layers=[True]: must be a list of integers"),
     "no heads": (dict(heads=[]), "not an empty list"),
-    "heads not numbers": (dict(heads=1.5), "not float"),
+    "heads not numbers": (dict(heads=1.5), "heads=1.5: must be a list of integers"),
     "n-best over the beam": (dict(beam=2, n_best=3), "--n-best 3 is more than the beam width 2"),
 }
 
