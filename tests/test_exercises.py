@@ -561,3 +561,102 @@ def test_the_python_path_returns_a_result_object():
 def test_results_are_json_friendly_for_notebooks():
     d = E.check(2, lambda Q, K, V: S.softmax(Q @ K.T) @ V).difference
     json.dumps({k: v for k, v in vars(d).items()})  # plain numbers and strings
+
+
+# -- the Python path's guards (in this process: no time limit, see checking's docstring) ----------
+
+
+def _right_dropout(A, keep, p):
+    return A * keep / (1 - p)
+
+
+@pytest.mark.parametrize(
+    ("fn", "says"),
+    [
+        (lambda A, k, p: (A * k / (1 - p)).astype(complex), "complex numbers (dtype complex128)"),
+        (lambda A, k, p: (A * k / (1 - p)).astype(str), "text (dtype <U32)"),
+        (lambda A, k, p: (A * k / (1 - p)).astype(object), "Python objects (dtype object)"),
+        (lambda A, k, p: k > 0, "booleans, not numbers (dtype bool)"),
+        (lambda A, k, p: np.full(A.shape, np.datetime64(1, "s")), "dates (dtype datetime64[s])"),
+        (lambda A, k, p: str(float(A[0, 0] * 2)), "text (dtype <U3)"),
+    ],
+)
+def test_an_answer_that_is_not_numbers_fails_with_its_dtype_named(fn, says):
+    """float64 would drop an imaginary part, read '2.0' or True as a number: refused instead."""
+    result = E.check(6, fn)
+    assert not result.passed and result.cases == 0 and result.difference is None
+    assert result.error == (
+        f"dropout returned {says}: return A as real numbers (float64) (exercise 6, case 1 of 6: "
+        "the book's 6 × 6 matrix of ones, p = 0.5)"
+    )
+
+
+def test_integers_and_float32_are_still_numbers():
+    assert E.check(6, lambda A, k, p: (A * k / (1 - p)).astype(np.float32)).passed
+    assert E.check(14, lambda *a: [np.int64(t) for t in S.greedy_decode(*a)]).passed
+
+
+class _Halt(BaseException):
+    pass
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no")
+
+    def __repr__(self):
+        raise RuntimeError("no")
+
+
+def _raises(e):
+    def dropout(A, keep, p):
+        raise e  # the line named
+
+    return dropout, dropout.__code__.co_firstlineno + 1
+
+
+@pytest.mark.parametrize(
+    ("error", "says"),
+    [
+        (SystemExit(0), "SystemExit: exit(0) - return the answer instead of ending the program"),
+        (KeyboardInterrupt(), "KeyboardInterrupt - raised by your code (a Ctrl-C stops the whole"),
+        (_Halt("stop"), "_Halt: stop"),
+        (GeneratorExit(), "GeneratorExit"),
+        (_Unprintable(), "_Unprintable: (its message cannot be shown: its __str__ raised Runtime"),
+        (ValueError("word\n" * 1000), "ValueError: " + "word " * 59 + "wo..."),  # 300 chars
+    ],
+)
+def test_however_the_function_ends_it_is_one_line_naming_its_line(error, says):
+    fn, line = _raises(error)
+    result = E.check(6, fn)
+    assert not result.passed and "\n" not in result.error
+    assert result.error.startswith(f"{__file__}, line {line}: {says}")
+    assert result.error.endswith(
+        "(exercise 6, case 1 of 6: the book's 6 × 6 matrix of ones, p = 0.5)"
+    )
+
+
+def test_a_real_ctrl_c_stops_the_python_check_but_the_learners_own_does_not():
+    """A SIGINT while the learner's function runs is the user's Ctrl-C: it stops the check (as
+    KeyboardInterrupt); the same exception raised by their code is their answer, one line."""
+    import signal
+
+    def interrupted(A, keep, p):
+        signal.raise_signal(signal.SIGINT)
+        return A * keep / (1 - p)
+
+    with pytest.raises(KeyboardInterrupt):
+        E.check(6, interrupted)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    fn, _ = _raises(KeyboardInterrupt())
+    assert "raised by your code" in E.check(6, fn).error
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True, "5", None])
+def test_check_file_refuses_a_timeout_that_is_not_a_positive_number(bad, tmp_path):
+    path = tmp_path / "ex06_dropout.py"
+    path.write_text("def dropout(A, keep, p):\n    return A * keep / (1 - p)\n")
+    with pytest.raises(GlassformerError, match="positive number of seconds") as e:
+        E.check_file(6, path, timeout=bad)
+    assert "\n" not in str(e.value) and str(e.value).startswith("timeout=")
+    assert E.check_file(6, path, timeout=np.float64(2)).passed

@@ -1,13 +1,17 @@
 """`glassformer exercises`: the graded path through both articles (the list), a stub to fill in
 (`start N [DIR]`) and the check of a learner's file (`check N FILE`). The work is
-`glassformer.exercises`'s; here are the arguments and the printing. A check prints its answer and
-exits 0 when it passed, 1 when the answer is wrong (a wrong value, or an error in the learner's
-file, in one line); a usage error is one line and exit 2, as everywhere.
+`glassformer.exercises`'s; here are the arguments and the printing. A check runs the learner's
+file in a process of its own (`exercises.sandbox`, with `--timeout`), prints what their code
+printed (cut to a few lines), then its answer; it exits 0 when it passed, 1 when it did not (a
+wrong value, or one line for whatever ended their code: an exception, sys.exit or os._exit, the
+time limit, a crash, a flood of output, an answer that is not numbers); a usage error (or a check
+that could not start its process) is one line and exit 2, as everywhere; Ctrl-C stops the check
+and its process at once (exit 130).
 """
 
 from __future__ import annotations
 
-from glassformer.cli.common import overwrite_arg
+from glassformer.cli.common import overwrite_arg, real
 from glassformer.errors import GlassformerError
 
 EXIT_WRONG = 1
@@ -29,6 +33,12 @@ def add_parsers(sub) -> None:
     e.add_argument("number", nargs="?", metavar="N", help="the exercise's number")
     e.add_argument("path", nargs="?", metavar="DIR|FILE", help="start: a folder; check: a file")
     e.add_argument("--dir", default=".", help="list: the folder whose files are shown (.)")
+    e.add_argument(
+        "--timeout",
+        type=real("--timeout", low=0, says="a positive number of seconds"),
+        metavar="SECONDS",
+        help="check: the time your file and function have, all cases together (default 5)",
+    )
     overwrite_arg(e)
     e.set_defaults(func=cmd_exercises)
 
@@ -36,6 +46,8 @@ def add_parsers(sub) -> None:
 def cmd_exercises(args) -> int:
     from glassformer import exercises
 
+    if args.timeout is not None and args.action != "check":
+        raise GlassformerError(f"--timeout is a limit of exercises check, not of {args.action}")
     if args.action == "list":
         if args.number is not None:
             raise GlassformerError(
@@ -54,7 +66,12 @@ def cmd_exercises(args) -> int:
         return 0
     if args.path is None:
         raise GlassformerError(f"exercises check {ex.number} needs FILE: the file to check")
-    result = exercises.check_file(ex.number, args.path)
+    from glassformer.exercises.sandbox import TIMEOUT, check_in_child
+
+    timeout = TIMEOUT if args.timeout is None else args.timeout
+    result = check_in_child(ex.number, args.path, timeout, more="--timeout SECONDS")
+    if result.output:
+        print(result.output, end="" if result.output.endswith("\n") else "\n")
     print(result.message)
     return 0 if result.passed else EXIT_WRONG
 

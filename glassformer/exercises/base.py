@@ -168,7 +168,10 @@ def case(title: str, args: tuple, part: str, values, source: str, **kwargs) -> C
 
 
 def answer(out, what: str) -> np.ndarray:
-    """What a learner's function returned, as a float64 array (a list or a torch tensor too)."""
+    """What a learner's function returned, as a float64 array (a list or a torch tensor too).
+    Numbers only: floats and integers are read as float64; complex numbers, text, booleans and
+    Python objects are refused with their dtype named (float64 would drop an imaginary part or
+    read '0.5' and True as numbers)."""
     if out is None:
         raise AnswerError(f"returned None: return {what} (did the function end without return?)")
     if isinstance(out, tuple) and len(out) > 1 and not _all_numbers(out):
@@ -176,10 +179,44 @@ def answer(out, what: str) -> np.ndarray:
     if hasattr(out, "detach"):  # a torch tensor
         out = out.detach().cpu().numpy()
     try:
-        arr = np.asarray(out, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise AnswerError(f"returned a {type(out).__name__}: return {what} as an array") from None
-    return arr
+        arr = np.asarray(out)
+    except Exception:  # a ragged list; an object whose __array__ or __len__ fails
+        raise AnswerError(f"returned a {kind_of(out)}: return {what} as an array") from None
+    if arr.dtype.kind not in NUMBERS:
+        what_it_is = DTYPE_KINDS.get(arr.dtype.kind, "values that are not numbers")
+        raise AnswerError(
+            f"returned {what_it_is} (dtype {arr.dtype}): return {what} as real numbers (float64)"
+        )
+    return arr.astype(np.float64)
+
+
+NUMBERS = "fiu"  # the dtype kinds read as float64: floating point, signed and unsigned integers
+DTYPE_KINDS = {
+    "c": "complex numbers",
+    "b": "booleans, not numbers",
+    "U": "text",
+    "S": "bytes",
+    "O": "Python objects",
+    "M": "dates",
+    "m": "time spans",
+    "V": "records",
+}
+
+
+def kind_of(value) -> str:
+    """The name of a value's type, safe whatever the learner's class does."""
+    return getattr(type(value), "__name__", "object")
+
+
+def shown(value, width: int = 60) -> str:
+    """A learner's value for a message, cut to `width`: its repr, or its type's name when the
+    repr fails."""
+    try:
+        text = repr(value)
+    except Exception:
+        return f"a {kind_of(value)} (its repr failed)"
+    text = text if isinstance(text, str) else kind_of(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _all_numbers(t: tuple) -> bool:

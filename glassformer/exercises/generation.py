@@ -36,7 +36,9 @@ from glassformer.exercises.base import (
     from_ref,
     from_walk,
     hello_world,
+    kind_of,
     rng,
+    shown,
     step_of,
     traced,
 )
@@ -111,7 +113,7 @@ def _greedy_cases() -> list[Case]:
 def _run_ids(fn, c: Case, parts) -> dict[str, np.ndarray]:
     out = fn(*fresh(c.args))
     if not isinstance(out, list | tuple | np.ndarray):
-        raise AnswerError(f"returned a {type(out).__name__}: return the list of ids, SOS first")
+        raise AnswerError(f"returned a {kind_of(out)}: return the list of ids, SOS first")
     ids = answer(list(out), "the list of ids")
     if ids.ndim != 1 or not np.all(ids == np.round(ids)):
         raise AnswerError("return a flat list of integer token ids, SOS first")
@@ -242,12 +244,15 @@ def _beam_cases() -> list[Case]:
 def _run_beam(fn, c: Case, parts) -> dict[str, np.ndarray]:
     out = fn(*fresh(c.args))
     if not isinstance(out, list | tuple):
-        raise AnswerError(f"returned a {type(out).__name__}: return a list of (ids, logprob) pairs")
+        raise AnswerError(f"returned a {kind_of(out)}: return a list of (ids, logprob) pairs")
     rows = []
     for item in out:
         if not (isinstance(item, list | tuple) and len(item) == 2):
-            raise AnswerError(f"each hypothesis must be a pair (ids, logprob), got {item!r:.60}")
-        rows.append((np.asarray(item[0], dtype=np.float64).ravel(), float(item[1])))
+            raise AnswerError(f"each hypothesis must be a pair (ids, logprob), got {shown(item)}")
+        logprob = answer(item[1], "each hypothesis's logprob")
+        if logprob.size != 1:
+            raise AnswerError(f"each hypothesis's logprob must be one number, got {shown(item[1])}")
+        rows.append((answer(item[0], "each hypothesis's ids").ravel(), float(logprob.ravel()[0])))
     if len({len(ids) for ids, _ in rows}) > 1:
         raise AnswerError("the hypotheses returned have different lengths: each is one longer")
     ids = np.array([r[0] for r in rows]).reshape(len(rows), -1)
@@ -379,7 +384,7 @@ def _run_cache(fn, c: Case, parts) -> dict[str, np.ndarray]:
     for t in range(len(X)):
         out = fn(X[t].copy(), Wq.copy(), Wk.copy(), Wv.copy(), cache)
         if not (isinstance(out, list | tuple) and len(out) == 2):
-            raise AnswerError(f"token {t}: return a pair (z, (K, V)), got {type(out).__name__}")
+            raise AnswerError(f"token {t}: return a pair (z, (K, V)), got {kind_of(out)}")
         z, cache = out
         if not (isinstance(cache, list | tuple) and len(cache) == 2):
             raise AnswerError(f"token {t}: the cache returned must be a pair (K, V) of arrays")
