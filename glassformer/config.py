@@ -384,7 +384,7 @@ def parse_value(name: str, raw: str, hint) -> object:
 def check_type(name: str, value: object, hint) -> None:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Literal:
-        if value not in args:
+        if not isinstance(value, str | int | float | bool) or value not in args:  # (an array: no)
             raise ConfigError(f"{name} must be one of {', '.join(map(repr, args))}, got {value!r}")
         return
     allowed = tuple(a for a in args) if args else (hint,)
@@ -520,5 +520,5 @@ def preset(name: str) -> Config:
     """The named preset; an error lists the names that exist."""
     try:
         return PRESETS[name]
-    except KeyError:
+    except (KeyError, TypeError):  # TypeError: a list, a dict (unhashable)
         raise ConfigError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None

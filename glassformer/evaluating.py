@@ -30,7 +30,7 @@ def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) ->
     if cfg.arch == "decoder":
         return _perplexity(m, model, data, limit, checks)
     pairs = D.read_pairs(data)
-    if limit:
+    if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         pairs = pairs[:limit]
     if cfg.arch == "encoder-decoder":
         return _translation(m, model, pairs, beam or 4, checks)
@@ -50,7 +50,7 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
 
     cfg = m.cfg
     ids = torch.tensor(m.tok.encode(D.read_text(data)))
-    if limit:
+    if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         ids = ids[:limit]
     T, total, n = cfg.max_len, 0.0, 0
     with torch.no_grad():

@@ -28,11 +28,12 @@ import numpy as np
 
 from glassformer import inference, numerics, weights
 from glassformer import reference as R
+from glassformer.arguments import checked
 from glassformer.config import Config
 from glassformer.decoding import Decoding, stop_reason
 from glassformer.decoding import context_slid as _context_slid
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
-from glassformer.opening import ENGINES, load, utf8, with_params  # noqa: F401 (model.load)
+from glassformer.opening import load, utf8, with_params  # noqa: F401 (model.load)
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
@@ -42,6 +43,7 @@ FIX = "try --dtype float64 or --engine reference"
 DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
+@checked  # every argument of every public method, against glassformer.arguments' table
 class Model:
     """A loaded model: see the module docstring. `load(...)` (`opening.py`) makes one."""
 
@@ -299,11 +301,6 @@ class Model:
         `self.step`); a note says why it stopped (unless quiet)."""
         cfg, decoding = self.cfg, decoding or Decoding()
         max_new = decoding.max_new_tokens or cfg.max_len
-        if decoding.strategy == "beam" and decoding.beam_width > cfg.vocab_size:
-            raise InputError(
-                f"--beam-width {decoding.beam_width} is more than the vocabulary "
-                f"({cfg.vocab_size} tokens); use at most the vocabulary size"
-            )
         if step is None:
             step = self.step(src, prompt_len=len(prompt), window=window)
         result = inference.run_decoding(

@@ -14,19 +14,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from glassformer import inference, weights
+from glassformer.arguments import entry
 from glassformer.config import PRESETS
 from glassformer.errors import InputError
 
 if TYPE_CHECKING:
     from glassformer.model import Model
 
-ENGINES = ("auto", "reference", "torch")
-
 
 def utf8(text: str, what: str = "the text") -> str:
     """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
     argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
     take (and no output can print)."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a str, got {type(text).__name__}")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
@@ -39,6 +40,7 @@ def utf8(text: str, what: str = "the text") -> str:
     return text
 
 
+@entry  # every argument against glassformer.arguments' table, before any work
 def load(
     path_or_preset: str | Path,
     *,
@@ -59,8 +61,6 @@ def load(
     from glassformer.model import Model  # (model.py imports this module)
     from glassformer.tokenizer import article_tokenizer
 
-    if engine not in ENGINES:
-        raise InputError(f"unknown engine {engine!r}; use one of {', '.join(ENGINES)}")
     if dtype is not None:
         inference.check_dtype(dtype, engine)
     p = Path(path_or_preset)
@@ -74,12 +74,14 @@ def load(
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
     if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
         cfg, params, tok, family = imported
-        return Model(cfg, params, tok, path=p, family=family, name=str(p), **options)
+        return Model(cfg, params, tok, path=p.absolute(), family=family, name=str(p), **options)
     cfg, params, tok = weights.load(p)
     labels = weights.load_labels(p, cfg)
-    return Model(cfg, params, tok, labels=labels, path=p, **options)
+    # The folder it was read from, absolute (a later chdir changes nothing): never written to.
+    return Model(cfg, params, tok, labels=labels, path=p.absolute(), name=str(p), **options)
 
 
+@entry
 def with_params(m: Model, params: dict) -> Model:
     """The same model with other weights (e.g. snapshots averaged)."""
     other = type(m).__new__(type(m))

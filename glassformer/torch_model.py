@@ -405,12 +405,39 @@ def from_params(
     over its memory, with its strides (an F-ordered matrix of `inference_arrays` stays one), so
     that building a model does not hold the weights twice. A change to one is a change to the
     other: copy=True gives the model weights of its own (to train without touching the arrays).
-    The model is built on the meta device, so no weight is drawn only to be replaced."""
+    The model is built on the meta device, so no weight is drawn only to be replaced. Weights
+    that do not fit the config are refused in one line, as the reference engine refuses them."""
+    _check_params(cfg, params)
     with torch.device("meta"):
         model = Transformer(cfg, dropout=dropout, init=None)
     state = {n: _tensor(v, dtype, copy) for n, v in params.items()}
     model.load_state_dict(state, strict=True, assign=True)
     return model.to(dtype)  # the computed tables (Stack.pe); every parameter already is
+
+
+def _check_params(cfg: Config, params) -> None:
+    """Every tensor the config names, of its shape, a numeric array, and no other (what
+    load_state_dict would refuse with a RuntimeError of many lines)."""
+    if not isinstance(cfg, Config):
+        raise inputs.InputError(f"cfg must be a glassformer Config, got {type(cfg).__name__}")
+    inputs.params(params, cfg)  # the reference engine's check: names, then shapes
+    for name, x in params.items():
+        if isinstance(x, np.ndarray):
+            numeric = x.dtype.kind in "fiu"
+        else:
+            numeric = isinstance(x, Tensor) and not (x.is_complex() or x.is_sparse)
+            numeric = numeric and x.dtype != torch.bool
+        if not numeric:
+            raise inputs.InputError(
+                f"params tensor {name!r} must be an array of numbers, got {type(x).__name__}"
+                f"{f' of {x.dtype}' if hasattr(x, 'dtype') else ''}"
+            )
+    unexpected = [n for n in params if n not in weights.spec(cfg)]
+    if unexpected:
+        raise inputs.InputError(
+            f"params hold the tensor {unexpected[0]!r}, which this config does not have; give "
+            "the weights of this config (weights.spec(cfg) names them)"
+        )
 
 
 def _tensor(x, dtype: torch.dtype, copy: bool) -> Tensor:

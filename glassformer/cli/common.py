@@ -177,7 +177,18 @@ def real(name: str, low: float | None = None, high: float | None = None, says: s
     return convert
 
 
-SEED = integer("seed", 0, SEED_LIMIT, says="an integer in [0, 2**32)")
+def option_type(name: str):
+    """The argparse type of the library's parameter `name`, made from its row of
+    `glassformer.arguments.ARGS` (one range for both, in the command line's words)."""
+    from glassformer.arguments import ARGS, Int
+
+    r = ARGS[name]
+    if isinstance(r, Int):
+        return integer(r.cli or r.flag, r.low, r.below, says=r.says)
+    return real(r.cli or r.flag, r.low, r.high, says=r.says)
+
+
+SEED = option_type("seed")
 
 
 # -- options shared by several commands ---------------------------------------------------------

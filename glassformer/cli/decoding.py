@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from glassformer.cli.common import SEED, integer, real
+from glassformer.cli.common import SEED, option_type
 from glassformer.decoding import BEAM_OPTIONS, SAMPLING_OPTIONS, STRATEGY_RULE, Decoding
 
 
@@ -21,18 +21,16 @@ def decoding_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--temperature",
-        type=real("temperature", 0.0, says="a finite number > 0"),
+        type=option_type("temperature"),
         help="sampling temperature (1.0)",
     )
-    g.add_argument("--top-k", type=integer("top-k", 1), help="sample from the k most likely")
-    g.add_argument(
-        "--top-p", type=real("top-p", 0.0, 1.0, says="in (0, 1]"), help="nucleus sampling threshold"
-    )
+    g.add_argument("--top-k", type=option_type("top_k"), help="sample from the k most likely")
+    g.add_argument("--top-p", type=option_type("top_p"), help="nucleus sampling threshold")
     g.add_argument("--seed", type=SEED, help="sampling seed (same seed, same text)")
-    g.add_argument("--beam-width", type=integer("beam width", 1), help="beam search width (4)")
+    g.add_argument("--beam-width", type=option_type("beam_width"), help="beam search width (4)")
     g.add_argument(
         "--length-penalty",
-        type=real("length-penalty", says="a finite number"),
+        type=option_type("length_penalty"),
         help="beam score = log-prob / generated_tokens^penalty (1.0)",
     )
 

@@ -12,9 +12,9 @@ from glassformer.cli.common import (
     dtype_arg,
     engine_dtype,
     input_lines,
-    integer,
     load_model,
     note,
+    option_type,
     output_file,
     overwrite_arg,
     write_text,
@@ -47,13 +47,13 @@ def _generate_parser(sub) -> None:
     )
     g.add_argument(
         "--batch-size",
-        type=integer("--batch-size", 1, says="at least 1"),
+        type=option_type("batch_size"),
         default=32,
         help="prompts decoded together with --input (default 32)",
     )
     g.add_argument(
         "--max-new-tokens",
-        type=integer("--max-new-tokens", 1, says="at least 1"),
+        type=option_type("max_new_tokens"),
         default=None,
         help="stop after this many new tokens (default: the model's max_len); a decoder "
         "slides over its context (the last max_len tokens), an encoder-decoder stops at max_len",
@@ -89,7 +89,7 @@ def _generate_parser(sub) -> None:
     )
     r.add_argument(
         "--record-top-k",
-        type=integer("--record-top-k", 0, says="an integer >= 0"),
+        type=option_type("top_tokens"),
         metavar="K",
         help="the K most likely next tokens at each new token, with their log-probabilities "
         "(default 5 with --record; 0: none)",
@@ -110,13 +110,13 @@ def _translate_parser(sub) -> None:
     tl.add_argument("--input", metavar="FILE", help="a UTF-8 file, one sentence a line")
     tl.add_argument(
         "--beam",
-        type=integer("--beam", 1, says="at least 1"),
+        type=option_type("beam"),
         default=4,
         help="beam width (default 4; 1 = greedy)",
     )
     tl.add_argument(
         "--n-best",
-        type=integer("--n-best", 1, says="at least 1"),
+        type=option_type("n_best"),
         metavar="K",
         help="print each sentence's K best translations (K <= --beam), one a line as "
         "N<TAB>score<TAB>log-probability<TAB>translation: N is the input line (the TEXT "

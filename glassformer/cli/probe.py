@@ -11,8 +11,8 @@ import numpy as np
 from glassformer.attribution import MAX_STEPS
 from glassformer.cli.common import (
     check_report_outputs,
-    integer,
     load_model,
+    option_type,
     overwrite_arg,
     write_outputs,
 )
@@ -28,7 +28,7 @@ def add_parsers(sub) -> None:
         "each head's direct share of one token's logit (pre-LN models).",
     )
     _model_text_args(lens)
-    lens.add_argument("--k", type=integer("--k", 1), default=3, help="top tokens shown (3)")
+    lens.add_argument("--k", type=option_type("k"), default=3, help="top tokens shown (3)")
     lens.add_argument("--sublayers", action="store_true", help="also after each attention sublayer")
     lens.add_argument("--dla", metavar="TOKEN", help="direct logit attribution of this token")
     lens.add_argument("--versus", metavar="TOKEN", help="... minus this token's logit")
@@ -56,13 +56,13 @@ def add_parsers(sub) -> None:
     )
     at.add_argument(
         "--steps",
-        type=integer("--steps", 1, MAX_STEPS + 1, says=f"in [1, {MAX_STEPS}]"),
+        type=option_type("attribute.steps"),
         default=None,
         help=f"integrated gradients' nodes (default 64, at most {MAX_STEPS})",
     )
     at.add_argument(
         "--max-new-tokens",
-        type=integer("--max-new-tokens", 1, says="at least 1"),
+        type=option_type("max_new_tokens"),
         default=None,
         help="a decoder's predicted tokens to explain (5)",
     )

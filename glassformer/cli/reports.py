@@ -348,19 +348,11 @@ def _select(trace: Trace, layers, heads) -> Trace:
 
 def _only(trace: Trace, only: str | None) -> Trace:
     """The steps whose name contains `only` (--only); none is an error naming the closest."""
+    from glassformer.explain.select import containing
+
     if only is None:
         return trace
-    steps = [s for s in trace.steps if only in s.name]
-    if not steps:
-        import difflib
-
-        names = [s.name for s in trace.steps]
-        parts = {".".join(p[i:]) for n in names for p in [n.split(".")] for i in range(len(p))}
-        parts |= {part for n in names for part in n.split(".")}
-        close = difflib.get_close_matches(only, sorted(parts), n=5, cutoff=0.5)
-        hint = f"closest: {', '.join(close)}" if close else f"names look like {names[-1]}"
-        raise GlassformerError(f"--only {only!r}: no step name contains it; {hint}")
-    return Trace(steps, trace.labels)
+    return Trace(containing(trace, only, f"--only {only!r}"), trace.labels)
 
 
 def _write_reports(trace: Trace, args, layers, heads, *, data, text, html: dict) -> None:

@@ -15,6 +15,7 @@ from glassformer.cli.common import (
     last_step,
     load_model,
     need_torch,
+    option_type,
     output_folder,
     overwrite_arg,
 )
@@ -118,13 +119,13 @@ def _add_eval_parser(sub) -> None:
     ev.add_argument("--data", required=True, help="a shipped corpus name or a file path")
     ev.add_argument(
         "--beam",
-        type=integer("--beam", 1, says="at least 1"),
+        type=option_type("beam"),
         default=None,
         help="beam width for translation (4; an encoder-decoder only)",
     )
     ev.add_argument(
         "--limit",
-        type=integer("--limit", 1, says="at least 1"),
+        type=option_type("limit"),
         default=None,
         help="evaluate only the first N examples",
     )

@@ -127,6 +127,27 @@ def _family(name: str) -> str:
     return name[: m.start()] if m else name
 
 
+def containing(trace: Trace, only: str | None, said: str) -> list[Step]:
+    """The steps whose name contains `only` (every step for None); none, or an empty `only`
+    (which would keep every step), is refused in one line naming the closest parts of names.
+    said: how the caller spells the option ("--only 'x'" on the command line, "only='x'")."""
+    if only is None:
+        return list(trace.steps)
+    if only == "":
+        raise GlassformerError(f"{said} keeps every step; give part of a step name, e.g. A")
+    steps = [s for s in trace.steps if only in s.name]
+    if not steps:
+        import difflib
+
+        names = [s.name for s in trace.steps] or ["(none: the trace is empty)"]
+        parts = {".".join(p[i:]) for n in names for p in [n.split(".")] for i in range(len(p))}
+        parts |= {part for n in names for part in n.split(".")}
+        close = difflib.get_close_matches(only, sorted(parts), n=5, cutoff=0.5)
+        hint = f"closest: {', '.join(close)}" if close else f"names look like {names[-1]}"
+        raise GlassformerError(f"{said}: no step name contains it; {hint}")
+    return steps
+
+
 def select_steps(
     trace: Trace, layers: list[int] | None = None, heads: list[int] | None = None
 ) -> list[Step]:

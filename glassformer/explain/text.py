@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.arguments import entry
+from glassformer.explain.select import containing
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Step, Trace
 
@@ -91,6 +93,7 @@ def render_step(step: Step, rows=None, cols=None, **kw) -> str:
     return f"{title}{note}\n{_indent(body)}"
 
 
+@entry  # every argument against glassformer.arguments' table (`render.*` rows)
 def render(
     trace: Trace,
     only: str | None = None,
@@ -99,10 +102,9 @@ def render(
     **kw,
 ) -> str:
     """Every step (or those whose name contains `only`, or only the narrated steps: those with a
-    note), separated by blank lines; token labels readable for a tokenizer of `token_kind`."""
-    steps = [
-        s for s in trace.steps if (only is None or only in s.name) and (not narrated or s.note)
-    ]
+    note), separated by blank lines; token labels readable for a tokenizer of `token_kind`. An
+    `only` that no step name contains is refused, naming the closest (as `explain --only`)."""
+    steps = [s for s in containing(trace, only, f"only={only!r}") if not narrated or s.note]
 
     def labels(s: Step):
         return [None if x is None else display_tokens(x, token_kind) for x in trace.axis_labels(s)]

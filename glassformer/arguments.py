@@ -1,0 +1,266 @@
+"""The arguments of the Python API, checked where they enter: `ARGS`, one table of every parameter
+that a public `Model` method, `glassformer.load` or `with_params` takes (its kind, its range, and
+the command-line flag beside it), and `checked` / `entry`, which check a call against it before
+any work. A bad argument is one `InputError` line naming the parameter as Python spells it
+(`beam=0: must be at least 1`), so that only a `GlassformerError` leaves for bad input, and what
+the command line refuses the library refuses too: the command line's argparse types are made
+from the same rows (`cli/common.option_type`), with the wording its messages always had.
+
+A row is found as "method.parameter" first, then "parameter"; a method's **keyword arguments are
+those of the function it hands them to (`KEYWORDS`), None allowed where that default is None.
+tests/test_python_arguments.py fails when a public method has a parameter without a row.
+
+Deliberately not here: the kinds themselves (`argument_kinds.py`), what an argument means for
+one model beyond its vocabulary, classes and source folder (a step name, a text the tokenizer
+cannot encode: the methods' own refusals), argparse itself (cli/), writing (`weights.save`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+from collections.abc import Callable
+
+from glassformer.argument_kinds import (
+    Arg,
+    Bool,
+    Call,
+    Choice,
+    EngineList,
+    Fix,
+    Function,
+    Ids,
+    Int,
+    Interventions,
+    Labels,
+    Numbers,
+    Of,
+    Params,
+    PathArg,
+    Places,
+    Probabilities,
+    Real,
+    Settled,
+    Strs,
+    Target,
+    Text,
+    model_type,
+    run_type,
+    text_or_run,
+    tokenizer_type,
+    trace_type,
+)
+from glassformer.attribution import MAX_STEPS
+from glassformer.config import Config
+from glassformer.errors import InputError
+from glassformer.inference import DTYPES
+from glassformer.weights import STORABLE_DTYPES
+
+ENGINES = ("auto", "reference", "torch")  # a Model's engines (`load`, --engine)
+SEED_LIMIT = 2**32
+
+
+# -- the table: every parameter, with the command-line flag beside it ---------------------------
+
+# The decoding options (cli/decoding.py): `generate(**options)`, a `Decoding`'s fields.
+DECODING = {
+    "max_new_tokens": Int("at least 1", "--max-new-tokens", 1),
+    "temperature": Real("a finite number > 0", "--temperature", 0.0, cli="temperature"),
+    "top_k": Int("", "--top-k", 1, cli="top-k"),
+    "top_p": Real("in (0, 1]", "--top-p", 0.0, 1.0, cli="top-p"),
+    "seed": Int("an integer in [0, 2**32)", "--seed", 0, SEED_LIMIT, cli="seed"),
+    "beam_width": Int("", "--beam-width", 1, cli="beam width"),
+    "length_penalty": Real("a finite number", "--length-penalty", cli="length-penalty"),
+}
+
+ARGS: dict[str, Arg] = {
+    **DECODING,
+    "strategy": Choice(flag="--strategy", options=("greedy", "sample", "beam")),
+    "decoding": Settled(fields=DECODING),
+    "batch_size": Int("at least 1", "--batch-size", 1),
+    "top_tokens": Int("an integer >= 0", "--record-top-k", 0),
+    "steps": Strs(flag="--record-steps"),  # record's names; attribute's are a number, below
+    "layers": Numbers(flag="--align-layers"),
+    "heads": Numbers(flag="--align-heads"),
+    "beam": Int("at least 1", "--beam", 1),
+    "n_best": Int("at least 1", "--n-best", 1),
+    "limit": Int("at least 1", "--limit", 1),
+    "data": PathArg(flag="--data"),
+    "k": Int("", "--k", 1),
+    "sublayers": Bool(flag="--sublayers"),
+    "dla": Text(flag="--dla", one=True),
+    "versus": Text(flag="--versus", one=True),
+    "position": Int("", "--position", None),
+    "method": Choice(flag="--method", options=("integrated_gradients", "gradient_x_input")),
+    "attribute.steps": Int(f"in [1, {MAX_STEPS}]", "--steps", 1, MAX_STEPS + 1),
+    "baseline": Of("a token (a str, or an id)", "--baseline", kinds=(str, numbers.Integral)),
+    "tol": Real("a number > 0", "--tol", 0.0),
+    "engines": EngineList(flag="--engines"),
+    "engine": Choice(flag="--engine", options=ENGINES),
+    "embed.engine": Choice(flag="--engine", options=("torch", "reference")),
+    "dtype": Choice(flag="--dtype", options=DTYPES),
+    "save.dtype": Choice(flag="--dtype", options=STORABLE_DTYPES),
+    "overwrite": Bool(flag="--overwrite"),
+    "path": Target(),
+    # texts: a str or a list of them, one output each
+    "text": Text(),
+    "sentences": Text(),
+    "translations.sentences": Text(list_only=True),
+    "places": Places(),
+    "alignments.places": Places(of="sentences"),
+    "translations.places": Places(of="sentences"),
+    "classify.places": Places(),
+    "encode.text": Text(one=True),
+    "tokens.text": Text(one=True),
+    "lens.text": Text(one=True),
+    "attribute.text": Text(one=True),
+    "diff.text": Text(one=True),
+    "run.text": Text(one=True),
+    "trace.text": Text(one=True),
+    "utf8.text": Text(one=True),
+    "ablate.text": Of("a str or a Run (Model.run makes one)", kinds=text_or_run),
+    "patch.text": Of("a str or a Run (Model.run makes one)", kinds=text_or_run),
+    "clean": Text(one=True),
+    "target": Of("a str (the decoder's text)", "--target", kinds=(str,)),
+    "run.target": Of("a str or a list of token ids", "--target", kinds=(str, list, tuple)),
+    "names": Strs(flag="--ablate"),
+    "run": Of("a Run (Model.run makes one)", kinds=run_type),
+    "fns": Interventions(),
+    # what the engines and decoding read: token ids of this model
+    "ids": Ids(),
+    "run.ids": Ids(empty=False),
+    "class_probabilities.ids": Ids(nested=True),
+    "prompt": Ids(empty=False),
+    "src": Ids(empty=False),
+    "prompt_len": Int("at least 1", None, 1),
+    "room": Int("", None, 0),
+    "window": Bool(),
+    "quiet": Bool(),
+    "reference": Bool(),
+    "narrated": Bool(),
+    "step": Function(),
+    "fix": Fix(),
+    "what": Text(one=True),
+    "unknown": Of("a list (the unknown pieces are added to it)", kinds=(list,)),
+    "probs": Probabilities(),
+    "name": Text(one=True),
+    "make": Function(),
+    "message": Text(one=True),
+    # what a Model is made of (`Model(...)`, `load`, `with_params`)
+    "path_or_preset": PathArg(),
+    "on_note": Function("a function of one str, or None"),
+    "cfg": Of("a glassformer.Config", kinds=(Config,)),
+    "params": Params(),
+    "tok": Of("a glassformer tokenizer", kinds=tokenizer_type),
+    "labels": Labels(),
+    "__init__.path": PathArg(),
+    "family": Text(one=True),
+    "m": Of("a glassformer.Model", kinds=model_type),
+    # explain.text.render
+    "render.trace": Of("a glassformer.trace.Trace", kinds=trace_type),
+    "only": Text(flag="--only", one=True),
+    "token_kind": Text(one=True),
+    "max_rows": Int("", None, 1),
+    "max_cols": Int("", None, 1),
+    "digits": Int("", None, 1),
+}
+
+# Where a method's **keyword arguments go: (the rows' method, {name: default}) of the function
+# it hands them to, read from that function's signature.
+KEYWORDS = {
+    "generate": lambda: ("generate", {n: None for n in DECODING if n != "max_new_tokens"}),
+    "record": lambda: ("record", {n: None for n in DECODING if n != "max_new_tokens"}),
+    "lens": lambda: ("lens", _keywords("glassformer.touch", "lens")),
+    "attribute": lambda: ("attribute", _keywords("glassformer.touch", "attribute")),
+    "trace": lambda: ("run", _keywords("glassformer.model", "Model.run")),
+    "ablate": lambda: ("run", _keywords("glassformer.model", "Model.run")),
+    "patch": lambda: ("run", _keywords("glassformer.model", "Model.run")),
+    "render": lambda: ("render", {"max_rows": 12, "max_cols": 10, "digits": 6}),
+}
+
+
+def _keywords(module: str, name: str) -> dict:
+    import importlib
+
+    fn = importlib.import_module(module)
+    for part in name.split("."):
+        fn = getattr(fn, part)
+    fn = inspect.unwrap(fn)
+    ps = inspect.signature(fn).parameters.values()
+    return {p.name: p.default for p in ps if p.kind is p.KEYWORD_ONLY}
+
+
+def row(method: str, name: str) -> Arg | None:
+    """The row of `method`'s parameter `name` ("__init__" for a Model's)."""
+    return ARGS.get(f"{method}.{name}") or ARGS.get(name)
+
+
+# -- checking a call ------------------------------------------------------------------------------
+
+
+def check_call(key: str, where: str, sig: inspect.Signature, args, kwargs) -> None:
+    """Every argument of one call against its row; None passes where the default is None."""
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise InputError(f"{where}(): {e}") from None
+    given = bound.arguments
+    at = Call(given, given.get("self"))
+    for name, value in list(given.items()):
+        p = sig.parameters[name]
+        if name == "self" or p.kind is p.VAR_POSITIONAL or (value is None and p.default is None):
+            continue
+        if p.kind is p.VAR_KEYWORD:
+            _check_keywords(key, where, value, at)
+        elif (r := row(key, name)) is not None:
+            r.check(value, name, at)
+
+
+def _check_keywords(key: str, where: str, given: dict, at: Call) -> None:
+    method, accepted = KEYWORDS[key]() if key in KEYWORDS else (key, {})
+    for name, value in given.items():
+        if name not in accepted:
+            takes = ", ".join(accepted) or "none"
+            raise InputError(f"{where}() has no parameter {name!r}; it takes {takes}")
+        at.arguments.setdefault(name, value)
+        if not (value is None and accepted[name] is None) and (r := row(method, name)):
+            r.check(value, name, at)
+
+
+def _checking(fn: Callable, key: str, where: str) -> Callable:
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def checked_call(*args, **kwargs):
+        check_call(key, where, sig, args, kwargs)
+        return fn(*args, **kwargs)
+
+    return checked_call
+
+
+def entry(fn: Callable) -> Callable:
+    """A public function whose arguments are checked against the table on every call."""
+    return _checking(fn, fn.__name__, fn.__name__)
+
+
+def checked(cls: type) -> type:
+    """The class with every public method (and __init__) checking its arguments on entry."""
+    for name in public_methods(cls):
+        member = vars(cls)[name]
+        where = f"{cls.__name__}.{name}" if name != "__init__" else cls.__name__
+        if isinstance(member, staticmethod):
+            setattr(cls, name, staticmethod(_checking(member.__func__, name, where)))
+        else:
+            setattr(cls, name, _checking(member, name, where))
+    return cls
+
+
+def public_methods(cls: type) -> list[str]:
+    """The methods `checked` wraps (properties take no arguments): what the table covers."""
+    return [
+        n
+        for n, v in vars(cls).items()
+        if (not n.startswith("_") or n == "__init__")
+        and (inspect.isfunction(v) or isinstance(v, staticmethod))
+    ]
