@@ -61,6 +61,8 @@ MODELS = {
         {"meta": False},
     ),
     "untied": (dict(n_layer=2, n_head=2, n_embd=16, block_size=16, bias=True), {"untie": True}),
+    # model_args of a nanoGPT from before GPTConfig had `bias`: its default, biases everywhere
+    "char-no-bias-key": (dict(n_layer=2, n_head=2, n_embd=16, block_size=16), {}),
 }
 
 
