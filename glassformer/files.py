@@ -10,6 +10,18 @@ deep enough to exhaust Python's recursion with one clear error, and `member` is 
 every file a command opens from a folder: it must resolve inside that folder (a symbolic link to
 elsewhere, a subfolder that links out, `..` or an absolute name are refused) and be a file.
 
+Writing follows no link to a file or folder elsewhere. A target that is itself a symbolic link
+(`--html out.html` where out.html links to a user's file, `--out run` a link to a folder) is
+refused in one line naming the link, --overwrite or not: neither the link nor what it points to is
+changed, and the user gives the path it points to (or removes the link). Temporaries are created
+with O_EXCL beside the target (a name already taken, a planted link included, is never opened), the
+files of a folder with O_EXCL | O_NOFOLLOW inside its fresh private temporary, and the lock file of
+an output folder with O_NOFOLLOW: a link there, or a file with another name (a hard link), is
+refused and never truncated. A link among the folders above the target is followed: that is how a
+user puts outputs on another disk. A killed writer's temporaries are removed by the next writer
+of the same file, as of the same folder. Which outputs may not be written onto a command's inputs
+is the CLI's rule (cli/common.py, `apart`).
+
 Deliberately not here: what goes into the files (weights.py, hf_dir.py, the explain layer), and
 the policy of when an existing target may be replaced (the CLI asks for --overwrite).
 """
@@ -21,7 +33,9 @@ import ctypes
 import errno
 import json
 import os
+import re
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -35,6 +49,22 @@ class FileError(GlassformerError):
 
 
 # -- writing --------------------------------------------------------------------------------------
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+# A temporary of NAME: `.NAME.PID.` and what mkstemp / mkdtemp append (no dot; `.old`: _swap_in's
+# fallback). `.NAME.2.PID.x` is a temporary of `NAME.2`, never of NAME.
+_TEMPORARY = re.compile(r"(\d+)\.[A-Za-z0-9_]+(\.old)?")
+
+
+def refuse_link(path: str | Path) -> None:
+    """One clear FileError when the target `path` is itself a symbolic link (dangling or not):
+    nothing is written through a link, and no link is replaced by a file (see the docstring)."""
+    p = Path(path)
+    if p.is_symlink():
+        raise FileError(
+            f"{p} is a symbolic link (to {_shown(os.readlink(p))}); glassformer writes no output "
+            "through a link: give the path it points to, or remove the link"
+        )
 
 
 def check_writable(path: str | Path) -> None:
@@ -53,19 +83,23 @@ def check_writable(path: str | Path) -> None:
 
 
 def write_file(path: str | Path, data: bytes) -> Path:
-    """Replace the file `path` by `data` atomically (temporary file, fsync, rename)."""
+    """Replace the file `path` by `data` atomically (temporary file, fsync, rename); a killed
+    writer's temporaries of `path` are removed first."""
     path = Path(path)
+    refuse_link(path)
     check_writable(path)
     if path.is_dir():
         raise FileError(f"{path} is a folder; give a file name")
+    _remove_stale_temporaries(path)
+    # mkstemp: O_CREAT | O_EXCL | O_NOFOLLOW, so a name taken (a link planted there) is skipped
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # as a plain open() would create it
-        os.replace(tmp, path)
+            os.fchmod(fh.fileno(), 0o666 & ~_umask())  # as a plain open() would create it
+        os.replace(tmp, path)  # a link put at `path` meanwhile is replaced, never written through
     except OSError as e:
         _unlink(tmp)
         raise _write_error(path, e) from None
@@ -80,6 +114,7 @@ def building(path: str | Path) -> Iterator[Path]:
     """A temporary folder beside `path` to fill; on leaving the block without error it replaces
     `path` in one atomic swap, on an error it is removed and `path` is untouched."""
     path = Path(path)
+    refuse_link(path)
     check_writable(path)
     if path.exists() and not path.is_dir():
         raise FileError(f"{path} exists and is not a directory; choose another output path")
@@ -88,10 +123,13 @@ def building(path: str | Path) -> Iterator[Path]:
     try:
         yield tmp
         umask = _umask()
-        for f in tmp.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.chmod(f, 0o666 & ~umask)
+        for f in tmp.iterdir():  # what was written here: a link among them is refused (ELOOP)
+            fd = os.open(f, os.O_RDONLY | _NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+                os.fchmod(fd, 0o666 & ~umask)
+            finally:
+                os.close(fd)
         os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private
         _swap_in(tmp, path)
     except OSError as e:
@@ -113,6 +151,9 @@ def write_directory(
     from safetensors import SafetensorError
     from safetensors.numpy import save_file
 
+    for name in [*(tensors or {}), *files]:
+        if Path(name).name != name or name in (".", ".."):
+            raise FileError(f"{name!r} is not a file name inside the folder {path}")
     with building(path) as tmp:
         for name, arrays in (tensors or {}).items():
             try:
@@ -120,8 +161,24 @@ def write_directory(
             except SafetensorError as e:  # safetensors reports a full disk as its own error
                 raise OSError(errno.EIO, str(e).removeprefix("Error while serializing: ")) from None
         for name, data in files.items():
-            (tmp / name).write_bytes(data)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | os.O_CLOEXEC
+            with os.fdopen(os.open(tmp / name, flags, 0o600), "wb") as fh:
+                fh.write(data)
     return Path(path)
+
+
+# Every function here that creates, replaces or removes a file, and how it keeps the rule above.
+# tests/test_writers_contained.py plants links at each one's target, lock and temporaries, and
+# fails when a function of glassformer/ writes a file without being accounted for.
+WRITERS = {
+    "check_writable": "a probe beside the target: mkstemp (O_EXCL), removed at once",
+    "write_file": "a file: a temporary beside it (mkstemp, O_EXCL), synced, renamed over it",
+    "building": "a folder: filled in a private temporary beside it (mkdtemp), swapped in",
+    "write_directory": "a folder through building, each file created O_EXCL | O_NOFOLLOW",
+    "locked": "the lock file beside an output folder: O_NOFOLLOW, one name, removed on leaving",
+    "_remove_stale_temporaries": "a dead writer's .NAME.PID.* temporaries: links removed, "
+    "never followed",
+}
 
 
 def _write_error(path: Path, e: OSError) -> FileError:
@@ -142,22 +199,32 @@ def _unlink(path) -> None:
         os.unlink(path)
 
 
+def _shown(text: str) -> str:
+    """A path for a one-line message: as it is, or quoted when it holds a newline or the like."""
+    return text if text.isprintable() else repr(text)
+
+
 def _remove_stale_temporaries(path: Path) -> None:
-    """Delete the half-built `.{name}.{pid}.*` folders and files that a killed writer of `path`
-    left beside it (their pid no longer runs)."""
-    for tmp in path.parent.glob(f".{path.name}.*"):
-        pid = tmp.name[len(path.name) + 2 :].split(".")[0]
-        if pid.isdecimal() and not _alive(int(pid)):
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
-            else:
-                _unlink(tmp)
+    """Delete the half-built `.{name}.{pid}.{random}` folders and files that a killed writer of
+    `path` left beside it (their pid no longer runs). A link found under such a name is removed
+    itself, never followed."""
+    prefix = f".{path.name}."
+    with os.scandir(path.parent) as entries:
+        found = [e for e in entries if e.name.startswith(prefix)]
+    for entry in found:
+        match = _TEMPORARY.fullmatch(entry.name[len(prefix) :])
+        if match is None or _alive(int(match[1])):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)  # rmtree removes links, never follows
+        else:
+            _unlink(entry.path)
 
 
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # OverflowError: no pid is that large
         return False
     except PermissionError:  # someone else's process
         return True
@@ -308,6 +375,7 @@ def locked(path: str | Path, command: str) -> Iterator[dict | None]:
     process), or raise FolderInUse naming the process that holds it. Yields the record (pid,
     command, since) of a killed holder whose lock was taken over, else None. The lock file is
     removed on leaving."""
+    refuse_link(path)  # before the lock: a folder that is a link is never written
     lock = lock_file(path)
     if lock in _HELD:
         _HELD[lock][1] += 1
@@ -336,12 +404,23 @@ def locked(path: str | Path, command: str) -> Iterator[dict | None]:
 
 
 def _acquire(lock: Path, path: Path) -> tuple[int, dict | None]:
-    """Lock `lock` (an open fd on the file at that name), or raise FolderInUse."""
+    """Lock `lock` (an open fd on the file at that name), or raise FolderInUse. The file is opened
+    without following a link (O_NOFOLLOW; O_NONBLOCK: a FIFO there does not hang), and must be a
+    regular file with no other name, else it is refused, never truncated."""
     while True:
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | _NOFOLLOW
         try:
-            fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(lock, flags, 0o644)
         except OSError as e:
+            if os.path.islink(lock) or e.errno == errno.EISDIR:
+                what = "a symbolic link" if os.path.islink(lock) else "a folder"
+                raise FileError(_not_a_lock(lock, path, what)) from None
             raise _write_error(lock, e) from None
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode) or found.st_nlink > 1:  # nlink 0: removed, see below
+            os.close(fd)
+            what = "not a regular file" if found.st_nlink <= 1 else "a hard link to another file"
+            raise FileError(_not_a_lock(lock, path, what))
         held = _flock(fd)
         previous = _holder(fd)
         if held is None:  # no flock here (some network file systems): trust a live pid
@@ -389,6 +468,15 @@ def _holder(fd: int) -> dict | None:
         return None
     ok = isinstance(record, dict) and type(record.get("pid")) is int and record["pid"] > 0
     return record if ok else None
+
+
+def _not_a_lock(lock: Path, path: Path, what: str) -> str:
+    if os.path.islink(lock):
+        what += f" (to {_shown(os.readlink(lock))})"
+    return (
+        f"{lock}, the lock file of {path}, is {what}: it is never written through; remove it "
+        f"(rm {_shown(str(lock))}) if no glassformer command is writing {path}, then run again"
+    )
 
 
 def _in_use(path: Path, holder: dict | None) -> str:

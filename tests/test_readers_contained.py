@@ -286,6 +286,7 @@ NO_FOLDER_FILE = {
     "explain/html_pieces.py:asset": "package assets",
     "files.py:_acquire": "the lock file beside an output folder",
     "files.py:building": "files it has just written (fsync)",
+    "files.py:write_directory": "files it creates in its own temporary folder (O_EXCL)",
     "files.py:read_json": "the path its caller gives (every caller passes member's result)",
     "quantize.py:has_vnni": "/proc/cpuinfo",
     "serve/app.py:_routes.action": "a request body",

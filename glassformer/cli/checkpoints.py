@@ -16,12 +16,12 @@ import numpy as np
 from glassformer import files, weights
 from glassformer.cli.common import (
     SEED,
+    apart,
     config_args,
     input_lines,
     integer,
     load_model,
     need_torch,
-    not_onto_itself,
     note,
     output_folder,
     overwrite_arg,
@@ -238,6 +238,7 @@ def writes_out(cmd):
 def cmd_init(args) -> int:
     from glassformer import tokenizer as tk
 
+    apart({"OUT": args.out}, {"--corpus": args.corpus})
     output_folder(args.out, args.overwrite)
     cfg = preset(args.preset).override(*args.overrides)
     weights.check_fits(cfg)
@@ -269,7 +270,7 @@ def cmd_init(args) -> int:
 
 @writes_out
 def cmd_export(args) -> int:
-    not_onto_itself(args.checkpoint, args.out)
+    apart({"OUT": args.out}, {"CHECKPOINT": args.checkpoint})
     output_folder(args.out, args.overwrite)
     m = load(args.checkpoint)
     if args.average is not None:
@@ -294,7 +295,7 @@ def cmd_import_hf(args) -> int:
             f"{args.hf_dir} is not a Hugging Face model folder (no config.json with a "
             "model_type); give the folder save_pretrained wrote"
         )
-    not_onto_itself(args.hf_dir, args.out)
+    apart({"OUT": args.out}, {"HF_DIR": args.hf_dir})
     output_folder(args.out, args.overwrite)
     imp = hf_dir.load(args.hf_dir)
     return _write_import(args, imp, f"{imp.family} from {args.hf_dir}")
@@ -320,7 +321,8 @@ def cmd_import_nanogpt(args) -> int:
     from glassformer import nanogpt
 
     folder, _ = nanogpt.checkpoint_file(args.ckpt)
-    not_onto_itself(str(folder), args.out)
+    inputs = {"--meta": args.meta, "--vocab-from": args.vocab_from, "--tokenizer": args.tokenizer}
+    apart({"OUT": args.out}, {"CKPT": str(folder), **inputs})
     output_folder(args.out, args.overwrite)
     imp = nanogpt.load(
         args.ckpt, meta=args.meta, vocab_from=args.vocab_from, tokenizer=args.tokenizer
@@ -330,8 +332,7 @@ def cmd_import_nanogpt(args) -> int:
 
 @writes_out
 def cmd_export_hf(args) -> int:
-
-    not_onto_itself(args.checkpoint, args.out)
+    apart({"OUT": args.out}, {"CHECKPOINT": args.checkpoint})
     output_folder(args.out, args.overwrite)
     m = load(args.checkpoint)
     family, out = m.export_hf(args.out, overwrite=args.overwrite)

@@ -218,12 +218,17 @@ def report_args(p: argparse.ArgumentParser) -> None:
 
 
 def check_report_outputs(args) -> None:
-    """Before any work: --html, --json and --png may be written (nothing replaced unasked);
-    '-' (stdout) is for one of --json and --html."""
+    """Before any work: --html, --json and --png may be written (nothing replaced unasked, none
+    onto the model read nor onto another: `apart`); '-' (stdout) is for one of --json and
+    --html."""
     if args.json == "-" and args.html == "-":
         raise GlassformerError("--json - and --html - would both write to stdout; give one a file")
     if args.png == "-":
         raise GlassformerError("--png writes one file per map: give a folder, not '-'")
+    apart(
+        {"--json": args.json, "--html": args.html, "--png": args.png},
+        {"CHECKPOINT": getattr(args, "checkpoint", None)},  # walkthrough reads no model
+    )
     output_file(args.html, args.overwrite)
     output_file(args.json, args.overwrite)
     if args.png:
@@ -338,8 +343,10 @@ def last_step(log: Path) -> str | None:
 
 def output_folder(path: str, overwrite: bool, what: str = "") -> Path:
     """Check before any work that folder `path` may be written: nothing existing is replaced
-    unless --overwrite is given (an empty folder is free)."""
+    unless --overwrite is given (an empty folder is free), and a link there is never written
+    through (files.refuse_link)."""
     p = Path(path)
+    files.refuse_link(p)
     if p.exists() and not p.is_dir():
         raise GlassformerError(f"{p} is a file, not a directory; choose another output folder")
     if p.is_dir() and any(p.iterdir()) and not overwrite:
@@ -350,21 +357,53 @@ def output_folder(path: str, overwrite: bool, what: str = "") -> Path:
     return p
 
 
-def not_onto_itself(source: str, out: str) -> None:
-    """Refuse to write a model onto the folder it is read from (or into it)."""
-    a, b = Path(source).resolve(), Path(out).resolve()
-    if a == b or b.is_relative_to(a):
-        raise GlassformerError(
-            f"{out} is {source} itself (or inside it): writing there would replace what is read; "
-            "cannot export onto itself, choose another output folder"
-        )
+def apart(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
+    """The one rule between what a command writes and what it reads, checked before any work,
+    --overwrite or not: an output (`{label: path}`, e.g. {"--record": ...}) may not be one of the
+    command's inputs (the --input file, --data, the model folder, ...), lie inside one (a file in
+    the model folder read) or hold one (an output folder whose swap would remove it), every link
+    and `..` resolved; nor may two outputs be one place. None and '-' (stdout) are skipped, and an
+    input only counts when something is there (a shipped corpus is a name, not a path)."""
+    outs = [(label, path) for label, path in outputs.items() if path not in (None, "-")]
+    ins = [(label, path) for label, path in inputs.items() if path and os.path.lexists(path)]
+    for n, (label, path) in enumerate(outs):
+        for other, input_path in ins:
+            relation = _overlap(path, input_path)
+            if relation:
+                raise GlassformerError(
+                    f"{label} {path} {relation} {other} {input_path}, which this command reads: "
+                    "a command never writes onto itself, even with --overwrite; choose an output "
+                    "apart from it"
+                )
+        for other, other_path in outs[n + 1 :]:
+            relation = _overlap(path, other_path)
+            if relation:
+                raise GlassformerError(
+                    f"{label} {path} {relation} {other} {other_path}: one output would replace "
+                    "the other; give each its own path"
+                )
+
+
+def _overlap(a: str, b: str) -> str | None:
+    """How path `a` meets path `b` ('is', 'lies inside', 'holds'), links resolved, or None."""
+    ra, rb = Path(a).resolve(), Path(b).resolve()
+    same = ra == rb
+    if not same and os.path.exists(a) and os.path.exists(b):
+        same = os.path.samefile(a, b)  # a hard link, a bind mount: one file by two names
+    if same:
+        return "is"
+    if ra.is_relative_to(rb):
+        return "lies inside"
+    return "holds" if rb.is_relative_to(ra) else None
 
 
 def output_file(path: str | None, overwrite: bool) -> None:
-    """Check before any work that the report file `path` may be written ('-' is stdout)."""
+    """Check before any work that the report file `path` may be written ('-' is stdout): not a
+    folder, not a link (files.refuse_link), nothing replaced unless --overwrite is given."""
     if path is None or path == "-":
         return
     p = Path(path)
+    files.refuse_link(p)
     if p.is_dir():
         raise GlassformerError(f"{p} is a folder; give a file name")
     if p.exists() and not overwrite:

@@ -9,6 +9,7 @@ import json
 import sys
 
 from glassformer.cli.common import (
+    apart,
     dtype_arg,
     engine_dtype,
     input_lines,
@@ -209,7 +210,7 @@ def _check_record(args) -> None:
             "--record reads the PyTorch engine's decoding: drop --engine reference (the "
             "reference engine's every step: glassformer explain --json)"
         )
-    _check_output(args.record, "--record", args.overwrite)
+    _check_output(args.record, "--record", args)
 
 
 def _generate_recorded(args, m, how) -> int:
@@ -241,7 +242,7 @@ def _generate_recorded(args, m, how) -> int:
 
 def cmd_translate(args) -> int:
     engine_dtype(args, "float32")  # checked before the model is read
-    _check_output(args.alignments, "--alignments", args.overwrite)
+    _check_output(args.alignments, "--alignments", args)
     if args.alignments is None:
         given = [
             f
@@ -282,11 +283,13 @@ def cmd_translate(args) -> int:
     return 0
 
 
-def _check_output(path: str | None, flag: str, overwrite: bool) -> None:
-    """Before any work: OUT may be written (a file name, not '-'; nothing replaced unasked)."""
+def _check_output(path: str | None, flag: str, args) -> None:
+    """Before any work: OUT may be written (a file name, not '-'; nothing replaced unasked; not
+    the --input file nor inside the model folder, even with --overwrite)."""
     if path == "-":
         raise GlassformerError(f"{flag} writes a file; give a file name, not '-'")
-    output_file(path, overwrite)
+    apart({flag: path}, {"CHECKPOINT": args.checkpoint, "--input": args.input})
+    output_file(path, args.overwrite)
 
 
 def _print_translations(args, lines: list[str], results, n_sentences: int) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from glassformer import weights
 from glassformer.cli.checkpoints import writes_out
 from glassformer.cli.common import (
+    apart,
     integer,
     last_step,
     load_model,
@@ -139,6 +140,7 @@ TASK_PRESETS = {"lm": "char-lm", "translate": "translator", "classify": "encoder
 def cmd_train(args) -> int:
     need_torch("train")
     _check_train_options(args)
+    apart({"--out": args.out}, {"--data": args.data, "--valid": args.valid, "--init": args.init})
     from glassformer import train as T
     from glassformer.tasks import prepare_task
 
