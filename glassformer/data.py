@@ -1,9 +1,10 @@
 """Corpora -> batches: the shipped corpora, careful file reading, and three batch sources.
 
 `read_text` and `read_pairs` read a shipped corpus by name (`SHIPPED`) or any UTF-8 file (gzip
-transparently) and refuse a bad file with its name and line number. Three batch sources turn token
-ids into NumPy batches, each with `state()` / `set_state()` so a resumed run draws exactly the
-batches an uninterrupted one would:
+transparently) and refuse a bad file with its name and line number; a path that is not a regular
+file (a FIFO, a socket, a device such as /dev/zero) is refused before it is opened. Three batch
+sources turn token ids into NumPy batches, each with `state()` / `set_state()` so a resumed run
+draws exactly the batches an uninterrupted one would:
 
 - `LMBatches`: random windows of one token stream, y = x shifted by one (nanoGPT's get_batch);
 - `PairBatches`: translation pairs grouped by length under a padded-token budget;
@@ -19,6 +20,7 @@ processes.
 from __future__ import annotations
 
 import gzip
+import os
 import re
 import zlib
 from collections.abc import Iterator, Sequence
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from glassformer import files
 from glassformer.errors import GlassformerError
 
 _DIR = Path(__file__).parent / "data"
@@ -59,13 +62,13 @@ def resolve(name_or_path: str | Path) -> Path:
     path = Path(name_or_path)
     if path.is_dir():
         raise DataError(f"{path} is a directory; give a text file or a shipped corpus name")
-    if not path.is_file():
-        raise DataError(
-            f"{str(name_or_path)!r} is neither a shipped corpus "
-            f"({', '.join([*SHIPPED, *GENERATED])}) nor an "
-            "existing file; give one of those names or the path of a file"
-        )
-    return path
+    if os.path.exists(path):  # a FIFO, a socket or a device is refused as what it is
+        return _regular(path)
+    raise DataError(
+        f"{str(name_or_path)!r} is neither a shipped corpus "
+        f"({', '.join([*SHIPPED, *GENERATED])}) nor an "
+        "existing file; give one of those names or the path of a file"
+    )
 
 
 def repeated_segments(n_chars: int = 300_000, seed: int = 0, lengths=(4, 12), gaps=(0, 16)) -> str:
@@ -155,7 +158,7 @@ def _read_bounded(path: Path, limit: int) -> bytes:
     """The bytes of `path`, gzip undone (by its .gz name or its magic number), read in chunks
     and refused once more than `limit` bytes came out."""
     try:
-        with open(path, "rb") as fh:
+        with files.open_regular(path) as fh:
             compressed = path.suffix == ".gz" or fh.read(2) == _GZIP_MAGIC
             fh.seek(0)
             if not compressed:
@@ -166,6 +169,15 @@ def _read_bounded(path: Path, limit: int) -> bytes:
         raise DataError(f"{path}: cannot read ({e}); give a readable UTF-8 or gzip file") from None
     except OSError as e:
         raise DataError(f"cannot read {path} ({e.strerror or e}); check the path") from None
+    except files.FileError as e:
+        raise DataError(str(e)) from None
+
+
+def _regular(path: Path) -> Path:
+    try:
+        return files.regular(path)
+    except files.FileError as e:
+        raise DataError(str(e)) from None
 
 
 def read_pairs(name_or_path: str | Path, columns: int = 2) -> list[tuple[str, str]]:

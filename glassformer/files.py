@@ -8,7 +8,9 @@ folder or a kill -9 leave the old one intact, and a temporary left by a killed w
 the next writer of that target. Reading, `read_json` refuses non-UTF-8 text, bad JSON and nesting
 deep enough to exhaust Python's recursion with one clear error, and `member` is the one rule for
 every file a command opens from a folder: it must resolve inside that folder (a symbolic link to
-elsewhere, a subfolder that links out, `..` or an absolute name are refused) and be a file.
+elsewhere, a subfolder that links out, `..` or an absolute name are refused) and be a file;
+`regular` / `open_regular` are the rule for every path a user gives: a regular file, told before
+anything opens it (a FIFO, a socket, a device or a folder is refused in one line, never read).
 
 Writing follows no link to a file or folder elsewhere. A target that is itself a symbolic link
 (`--html out.html` where out.html links to a user's file, `--out run` a link to a folder) is
@@ -268,6 +270,77 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 # -- reading --------------------------------------------------------------------------------------
+# Every path a user gives (--data, --input, --meta, --vocab-from, --tokenizer, a file to check) is
+# refused unless it is a regular file, decided by os.stat before anything opens it: opening a FIFO
+# blocks until a writer comes, a device such as /dev/zero never ends, and a socket cannot be
+# opened at all. The file is then opened without blocking and checked again through its
+# descriptor, so that a FIFO put in its place between the two looks is refused too.
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def kind(mode: int) -> str:
+    """What an os.stat mode is, in words ("a regular file", "a FIFO (named pipe)", ...)."""
+    if stat.S_ISREG(mode):
+        return "a regular file"
+    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
+
+
+def regular(path: str | Path) -> Path:
+    """`path` once os.stat (links followed, nothing opened) shows a regular file, else one
+    FileError naming the path and what it is: a folder, a FIFO, a socket, a device, or nothing."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the name
+        raise FileError(
+            f"cannot read {path} ({getattr(e, 'strerror', None) or e}); check the path"
+        ) from None
+    if not stat.S_ISREG(mode):
+        raise FileError(f"{path} is {kind(mode)}, not a regular file; give a file")
+    return path
+
+
+def open_regular(path: str | Path):
+    """The regular file `path` opened for reading in binary ("rb"), or one FileError: `regular`
+    first, then opened with O_NONBLOCK (a FIFO swapped in after the check opens at once instead
+    of waiting for a writer) and checked again through the open descriptor before a byte is read."""
+    path = regular(path)
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        raise FileError(f"cannot read {path} ({e.strerror or e}); check the path") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise FileError(f"{path} is {kind(mode)}, not a regular file; give a file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
+def read_limited(path: str | Path, limit: int, what: str = "a file") -> bytes:
+    """The bytes of the regular file `path` (`open_regular`), refused in one FileError when it
+    holds more than `limit` bytes (told by its size before reading, and by what a read gives, for
+    a file that grows meanwhile)."""
+    with open_regular(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        data = fh.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise FileError(
+            f"{path} is larger than {limit / 2**20:,.0f} MB, the most glassformer reads as "
+            f"{what}; give the right file"
+        )
+    return data
 
 
 def parse_json(text: str, what: str):
@@ -285,7 +358,8 @@ def read_json(path: str | Path, what: str | None = None):
     path = Path(path)
     what = what or str(path)
     try:
-        raw = path.read_bytes()
+        with open_regular(path) as fh:
+            raw = fh.read()
     except OSError as e:
         raise FileError(f"cannot read {what} ({e.strerror or e})") from None
     try:
@@ -323,9 +397,11 @@ def member(folder: str | Path, name: str | Path, *, required: bool = True) -> Pa
         )
     if not target.exists():
         raise FileError(f"{path} is a broken link (to {target}); restore the file")
+    if target.is_dir():
+        raise FileError(f"{path} is a folder; it should be a file: restore it")
     if not target.is_file():
-        kind = "a folder" if target.is_dir() else "not a regular file"
-        raise FileError(f"{path} is {kind}; it should be a file: restore it")
+        what = kind(target.stat().st_mode)
+        raise FileError(f"{path} is {what}, not a regular file; it should be a file: restore it")
     return path
 
 

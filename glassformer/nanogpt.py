@@ -15,10 +15,15 @@ A vocabulary of 50304 (GPT-2's 50257 padded to a multiple of 64) is kept as it i
 Reading is safe by construction: ckpt.pt only through `torch.load(weights_only=True)` (tensors
 and plain containers; a checkpoint that names any other global is refused, never unpickled),
 meta.pkl only through `_PlainUnpickler`, which refuses every global, so that nothing but dicts,
-ints and strings can be built, and the result is checked to be nanoGPT's vocabulary. Every file of
-a folder is opened through `files.member`. Deliberately not here: nanoGPT's training state (the
-optimizer, iter_num, the run's config are reported as left out), writing nanoGPT files, and
-downloading a GPT-2 tokenizer (one is read from a tokenizer.json the user gives).
+ints and strings can be built, and the result is checked to be nanoGPT's vocabulary. A tensor the
+safe loader builds but that is not dense, in memory and real (sparse, quantized, nested, on the
+meta device, complex) is refused by name. Every file of a folder is opened through `files.member`,
+every file the user names (meta, vocab_from, tokenizer) through `files.open_regular`: a FIFO or a
+device is refused before it is opened, and vocab_from's text is streamed.
+
+Deliberately not here: nanoGPT's training state (the optimizer, iter_num, the run's config are
+reported as left out), writing nanoGPT files, and downloading a GPT-2 tokenizer (one is read from
+a tokenizer.json the user gives).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ META_FILE = "meta.pkl"  # nanoGPT's data/<dataset>/meta.pkl, read beside ckpt.pt
 PREFIX = "_orig_mod."  # what torch.compile adds to every name of the state dict
 GPT2_VOCABS = (50257, 50304)  # GPT-2's BPE, and nanoGPT's default padding of it
 META_LIMIT = 16 * 2**20  # bytes: a character vocabulary is a few kilobytes
+_CHUNK = 2**20  # characters of --vocab-from's text read at a time
 
 # -- the table ----------------------------------------------------------------------------------
 
@@ -100,6 +106,8 @@ def checkpoint_file(path: str | Path) -> tuple[Path, str]:
     path = Path(path)
     if path.is_file():
         return path.parent, path.name
+    if os.path.exists(path) and not path.is_dir():  # a FIFO, a socket, a device
+        _regular(path)
     if not path.is_dir():
         raise CheckpointError(
             f"nanoGPT checkpoint {path} not found: give the ckpt.pt that train.py wrote, or its "
@@ -126,9 +134,13 @@ def read_checkpoint(folder: Path, name: str) -> dict:
     except GlassformerError as e:
         raise CheckpointError(str(e)) from None
     try:
-        with warnings.catch_warnings():  # (an old pickle protocol): the CLI prints one line
+        fh = files.open_regular(path)  # `member` checked it; what is opened is checked again
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        with fh, warnings.catch_warnings():  # (an old pickle protocol): the CLI prints one line
             warnings.simplefilter("ignore")
-            data = torch.load(str(path), map_location="cpu", weights_only=True)
+            data = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as e:  # noqa: BLE001 - torch raises UnpicklingError, RuntimeError, EOFError...
         raise CheckpointError(_unreadable(path, e)) from None
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict):
@@ -268,6 +280,13 @@ def to_glassformer(state: dict, cfg: Config) -> dict[str, np.ndarray]:
     return {n: out[n] for n in shapes}
 
 
+def _regular(path: Path) -> Path:
+    try:
+        return files.regular(path)
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
+
+
 def _state(ckpt: dict, where: str) -> dict:
     """The model's state dict, names without the `_orig_mod.` of torch.compile."""
     import torch
@@ -279,8 +298,37 @@ def _state(ckpt: dict, where: str) -> dict:
                 f"{where}: 'model' is not a state dict (entry {name!r} of type "
                 f"{type(x).__name__}); save model.state_dict() as train.py does"
             )
+        if unusual := _unusual(x):
+            what, fix = unusual
+            raise CheckpointError(
+                f"{where}: tensor {name!r} is {what}, not the dense tensor nanoGPT saves; {fix} "
+                "and save the checkpoint again"
+            )
         state[name.removeprefix(PREFIX)] = x
     return state
+
+
+def _unusual(x) -> tuple[str, str] | None:
+    """(what, what to do) when tensor `x` is other than a dense tensor with its data in memory
+    (the safe loader builds these too): sparse (COO, CSR, CSC, BSR, BSC), quantized, nested, on
+    the meta device (a shape without data); None for a dense one (strided views and shared
+    storage included)."""
+    import torch
+
+    if x.is_nested:  # before the layout: a jagged nested tensor has a layout of its own
+        return "a nested tensor", "save the model's own state_dict()"
+    if x.layout != torch.strided:
+        layout = str(x.layout).removeprefix("torch.")
+        return f"a sparse tensor ({layout})", "make it dense (tensor.to_dense())"
+    if x.is_quantized:
+        dtype = str(x.dtype).removeprefix("torch.")
+        return f"a quantized tensor ({dtype})", "dequantize it (tensor.dequantize())"
+    if x.device.type != "cpu":
+        return (
+            f"a tensor on the {x.device.type} device, without data",
+            "load the model's weights before saving it",
+        )
+    return None
 
 
 # -- the tokenizer ------------------------------------------------------------------------------
@@ -306,13 +354,13 @@ def read_meta(path: Path, vocab_size: int):
     from glassformer.tokenizer import CharTokenizer
 
     try:
-        size = path.stat().st_size
-        if size > META_LIMIT:
-            raise CheckpointError(
-                f"{path} has {size:,} bytes: too large for a nanoGPT meta.pkl (a vocabulary of "
-                "characters); give the meta.pkl of the model's data"
-            )
-        data = _PlainUnpickler(io.BytesIO(path.read_bytes())).load()
+        raw = files.read_limited(
+            path, META_LIMIT, "a nanoGPT meta.pkl (a vocabulary of characters)"
+        )
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
+    try:
+        data = _PlainUnpickler(io.BytesIO(raw)).load()
     except OSError as e:
         raise CheckpointError(f"cannot read {path} ({e.strerror or e})") from None
     except _Refused as e:
@@ -357,11 +405,16 @@ def vocab_from_text(path: str | Path, vocab_size: int):
     set of its characters (the file read as prepare.py reads it: text mode, UTF-8)."""
     from glassformer.tokenizer import CharTokenizer
 
+    seen: set[str] = set()
     try:
-        with open(path, encoding="utf-8") as f:
-            chars = sorted(set(f.read()))
+        with io.TextIOWrapper(files.open_regular(path), encoding="utf-8") as f:
+            while chunk := f.read(_CHUNK):  # streamed: a training text of gigabytes is fine
+                seen.update(chunk)
     except (OSError, UnicodeDecodeError) as e:
         raise CheckpointError(f"cannot read {path} as UTF-8 text ({e})") from None
+    except GlassformerError as e:
+        raise CheckpointError(str(e)) from None
+    chars = sorted(seen)
     if len(chars) != vocab_size:
         raise CheckpointError(
             f"{path} has {len(chars)} distinct characters but the model {vocab_size} embeddings: "
@@ -374,14 +427,17 @@ def gpt2_tokenizer(path: str | Path):
     """A Hugging Face tokenizer.json (GPT-2's for a GPT-2 BPE model), or a folder that holds
     one; <|endoftext|> as BOS and EOS where the vocabulary has it, as import-hf reads GPT-2."""
     from glassformer.tokenizer import HFTokenizer
+    from glassformer.tokenizer.base import FILE_LIMIT
 
     path = Path(path)
     if path.is_dir():
         return HFTokenizer.from_files(path)
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = files.read_limited(path, FILE_LIMIT, "a tokenizer.json").decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TokenizerError(f"cannot read the tokenizer {path} as UTF-8 ({e})") from None
+    except GlassformerError as e:
+        raise TokenizerError(str(e)) from None
     tok = HFTokenizer(text)
     if "<|endoftext|>" not in tok.vocab:
         return tok
@@ -440,6 +496,9 @@ def load(
     from glassformer.weights import check, check_fits
 
     folder, name = checkpoint_file(path)
+    for given in (meta, vocab_from, tokenizer):  # refused before the checkpoint is read
+        if given is not None and not (given is tokenizer and Path(given).is_dir()):
+            _regular(Path(given))
     where = str(folder / name)
     ckpt = read_checkpoint(folder, name)
     state = _state(ckpt, where)
@@ -469,6 +528,8 @@ def load(
 def _value(x) -> str:
     """' (value)' of a number train.py saved (iter_num, best_val_loss: a 0-d tensor), else ''."""
     if getattr(x, "ndim", None) == 0 and getattr(x, "is_floating_point", lambda: False)():
+        if _unusual(x):  # a value without data, or sparse: not shown
+            return ""
         x = float(x)
     if type(x) is int:
         return f" ({x:,})"

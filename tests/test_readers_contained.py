@@ -288,6 +288,8 @@ NO_FOLDER_FILE = {
     "files.py:building": "files it has just written (fsync)",
     "files.py:write_directory": "files it creates in its own temporary folder (O_EXCL)",
     "files.py:read_json": "the path its caller gives (every caller passes member's result)",
+    "files.py:open_regular": "the path its caller gives (a member's result or a user's file)",
+    "files.py:read_limited": "the path its caller gives, through open_regular",
     "quantize.py:has_vnni": "/proc/cpuinfo",
     "serve/app.py:_routes.action": "a request body",
     "serve/app.py:_routes.report": "a request body",
@@ -299,7 +301,8 @@ NO_FOLDER_FILE = {
     "nanogpt.py:vocab_from_text": "--vocab-from, a user's text file",
 }
 READS = {"load_file", "read_json", "read_text", "read_bytes", "open", "from_file", "from_files",
-         "BertWordPieceTokenizer", "ByteLevelBPETokenizer", "parse_json"}  # fmt: skip
+         "BertWordPieceTokenizer", "ByteLevelBPETokenizer", "parse_json", "open_regular",
+         "read_limited"}  # fmt: skip
 
 
 def _calls(sources=None) -> dict[str, set[str]]:

@@ -24,9 +24,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from glassformer.errors import OutputExists, TokenizerError
-from glassformer.files import FileError, parse_json, write_file
+from glassformer.files import FileError, parse_json, read_limited, write_file
 from glassformer.tokenizer.base import (
     DEFAULT_SPECIALS,
+    FILE_LIMIT,
     FORMAT,
     SPECIAL_ROLES,
     CharTokenizer,
@@ -81,11 +82,14 @@ def from_json(text: str) -> Tokenizer:
 
 
 def load(path: str | Path) -> Tokenizer:
-    """Read a tokenizer file (UTF-8 JSON written by `save`)."""
+    """Read a tokenizer file (UTF-8 JSON written by `save`); a path that is not a regular file
+    (a FIFO, a device) is refused before it is opened."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_limited(path, FILE_LIMIT, "a tokenizer file").decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise TokenizerError(f"cannot read tokenizer {str(path)!r} ({e}); check the path") from None
+    except FileError as e:
+        raise TokenizerError(str(e)) from None
     try:
         return from_json(text)
     except TokenizerError as e:

@@ -19,6 +19,9 @@ from glassformer.errors import TokenizerError
 SPECIAL_ROLES = ("pad", "unk", "bos", "eos")
 DEFAULT_SPECIALS = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}
 FORMAT = "glassformer-tokenizer/1"
+# The most bytes read from one tokenizer file: GPT-2's tokenizer.json is 1.4 MB, those of 256k-token
+# vocabularies a few tens of MB; a path to a huge file (or a device) is refused, never read whole.
+FILE_LIMIT = 256 * 2**20
 _WORD = r"\w+|[^\w\s]"
 # Word decoding glues these to their neighbour, so "hola , mundo ." reads "hola, mundo.".
 _NO_SPACE_BEFORE = frozenset(".,!?;:)")

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from glassformer.errors import TokenizerError
-from glassformer.tokenizer.base import DEFAULT_SPECIALS, Tokenizer, special_head
+from glassformer.tokenizer.base import DEFAULT_SPECIALS, FILE_LIMIT, Tokenizer, special_head
 
 # SentencePiece-style pieces: a word (letters with combining marks, apostrophes between letters
 # included: don't, l'eau), digits or other characters, each run optionally led by the "▁" that
@@ -299,10 +299,10 @@ def _has(folder: Path, name: str) -> bool:
 def _utf8(folder: Path, name: str) -> str:
     """The text of a tokenizer file inside `folder` (`files.member`), or one clear
     TokenizerError; the library reads vocab.txt, vocab.json and merges.txt after this check."""
-    from glassformer.files import FileError, member
+    from glassformer.files import FileError, member, read_limited
 
     try:
-        return member(folder, name).read_bytes().decode("utf-8")
+        return read_limited(member(folder, name), FILE_LIMIT, "a tokenizer file").decode("utf-8")
     except UnicodeDecodeError:
         raise TokenizerError(f"{folder / name} is not UTF-8 text; restore it") from None
     except (OSError, FileError) as e:
