@@ -99,6 +99,50 @@ def test_a_deferred_step_reads_as_the_full_trace(engine, folder):
     assert view.full is not None and view.nbytes > before  # the full trace is counted once made
 
 
+def test_a_deferred_step_of_a_float32_view_is_float32(folder):
+    """A view keeps float32 (half the memory): a deferred step, read from a float64 full trace,
+    comes in the view's dtype, as its kept steps do, and equals the full trace's values cast."""
+    from glassformer import reference as R
+
+    m = load_model(folder)
+    ids = m.encode(TEXT)
+
+    def full():
+        with tracing() as tr:
+            R.forward(m.params, m.cfg, ids)
+        return tr
+
+    with tracing(dtype=np.float32, keep=lambda n: n.endswith(".scores"), fill=full) as view:
+        R.forward(m.params, m.cfg, ids)
+    whole = full()
+    kept = next(s for s in view.steps if s.data is not None and s.name.endswith(".scores"))
+    deferred = [s for s in view.steps if isinstance(s.derived, Deferred)]
+    assert kept.values.dtype == np.float32 and len(deferred) > 20
+    for s in deferred:
+        v = s.values
+        assert v.dtype == (bool if whole[s.name].dtype == bool else np.float32), s.name
+        np.testing.assert_array_equal(v, whole[s.name].astype(v.dtype), err_msg=s.name)
+
+
+def test_the_largest_difference_and_where_it_is():
+    """fidelity._largest on differences made by hand: 0.5 at a, 2 at b, 1 at c; d of another
+    shape is not compared; equal infinities agree, an infinity against a number differs by inf."""
+    from glassformer.serve.fidelity import _largest
+
+    z = np.zeros((2, 2))
+    one = lambda i, j, x: np.where(np.arange(4).reshape(2, 2) == 2 * i + j, x, 0.0)  # noqa: E731
+    pairs = [("a", one(0, 1, 0.5), z), ("b", z, one(1, 1, -2.0)), ("c", one(1, 0, 1.0), z)]
+    pairs.append(("d", np.ones(3), z))
+    assert _largest(pairs) == {"max_abs_diff": 2.0, "where": "b", "compared": 3}
+    assert _largest(pairs[::-1]) == {"max_abs_diff": 2.0, "where": "b", "compared": 3}
+    inf = one(0, 0, np.inf)
+    assert _largest([("a", inf, inf), ("b", z, one(0, 0, 1e-3))])["where"] == "b"
+    assert _largest([("a", inf, z), ("b", z, one(0, 0, 1e-3))]) == {
+        "max_abs_diff": np.inf, "where": "a", "compared": 2,
+    }  # fmt: skip
+    assert _largest([]) == {"max_abs_diff": 0.0, "where": None, "compared": 0}
+
+
 def test_a_deferred_step_without_fill_or_with_a_wrong_one_is_refused(folder):
     from glassformer import reference as R
 
