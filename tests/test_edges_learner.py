@@ -189,9 +189,28 @@ row(
     "{file}: the check could not read what your code's process sent ({at1})",
 )
 row(
+    "a frame of JSON nested 100,000 deep written into every pipe",
+    "import os\nimport struct\n\n\n" + DEF + "    deep = b'[' * 100_000 + b']' * 100_000\n"
+    "    for fd in range(3, 64):\n        try:\n"
+    "            os.write(fd, struct.pack('>I', len(deep)) + deep)\n"
+    "        except OSError:\n            pass\n" + RIGHT,
+    "{file}: the check could not read what your code's process sent ({at1})",
+)
+row(
+    "an answer of nine million numbers",
+    "import numpy as np\n\n\n" + DEF + "    return np.zeros((3000, 3000))\n",
+    "{file}: dropout returned A (3000, 3000): far more numbers than any case's answer ({at1})",
+)
+row(
     "the check's channel closed",
     "import os\n\n\n" + DEF + "    os.closerange(3, 4096)\n" + RIGHT,
     "{file}: your code closed the check's channel to its process ({at1})",
+)
+
+row(
+    "a module __getattr__ that raises",
+    "def __getattr__(name):\n    raise LookupError(name)\n",
+    "{file}, line 2: LookupError: dropout (looking up dropout)",
 )
 
 # -- answers that are not numbers: the dtype named ----------------------------------------------
@@ -389,17 +408,18 @@ def _started(tmp_path, source: str, *argv) -> tuple[subprocess.Popen, int]:
 
 
 def _gone(pid: int, within: float = 3.0) -> bool:
-    """Whether process `pid` has ended (a zombie counts as ended) within `within` seconds."""
+    """Whether process `pid` has ended (a zombie counts as ended), looking for `within` seconds."""
     end = time.monotonic() + within
-    while time.monotonic() < end:
+    while True:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 if f.read().rsplit(")", 1)[1].split()[0] == "Z":
                     return True
         except FileNotFoundError:
             return True
+        if time.monotonic() >= end:
+            return False
         time.sleep(0.05)
-    return False
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
@@ -457,3 +477,54 @@ def test_timeout_gives_more_time(tmp_path, capsys):
         assert main(["exercises", "check", "6", str(path), "--timeout", "5"]) == 0
         result = E.check_file(6, path, timeout=0.5)
     assert not result.passed and "(timeout=SECONDS allows more)" in result.error
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_an_interrupted_check_kills_its_process_on_the_way_out(tmp_path):
+    """This process stays alive (so the child's own watch of its parent plays no part): the
+    KeyboardInterrupt leaves check_file with the child already gone."""
+    path = tmp_path / "ex06_dropout.py"
+    path.write_text(
+        f"import os\n\nopen({str(tmp_path / 'pid')!r}, 'w').write(str(os.getpid()))\n\n\n"
+        + DEF
+        + "    while True:\n        pass\n"
+    )
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            E.check_file(6, path, timeout=30)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert _gone(int((tmp_path / "pid").read_text()), within=0)
+
+
+@pytest.mark.parametrize(
+    ("boot", "says"),
+    [
+        ("import sys; print('no glassformer here'); sys.exit(3)", "(no glassformer here)"),
+        ("import time; time.sleep(60)", "(it said nothing)"),
+    ],
+)
+def test_a_check_whose_process_cannot_start_is_an_error_not_a_verdict(
+    boot, says, tmp_path, capsys, monkeypatch
+):
+    """Not the learner's doing (their file has not run): one error line and exit 2, as a check
+    that cannot be made; a child that hangs while starting is given up at START_LIMIT."""
+    monkeypatch.setattr(sandbox, "BOOT", boot)
+    monkeypatch.setattr(sandbox, "START_LIMIT", 1.0)
+    path = tmp_path / "ex06_dropout.py"
+    path.write_text(DEF + RIGHT)
+    with within(30):
+        code = main(["exercises", "check", "6", str(path)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == (
+        f"glassformer: error: the check's own process ended or hung before it ran {path} {says}; "
+        "check the installation\n"
+    )

@@ -132,7 +132,7 @@ def run_case(ex: Exercise, fn, cases: list[Case], k: int, where, real=None, **sa
     KeyboardInterrupt it raises), except a real Ctrl-C, which `real(e)` recognises. `said`:
     file= names the learner's file before an answer that is not one (with the function's line),
     memory_hint= follows a MemoryError."""
-    at = f"exercise {ex.number}, case {k} of {len(cases)}: {cases[k - 1].title}"
+    at = case_words(ex, cases, k)
     try:
         with quiet():
             return ex.run(fn, cases[k - 1], ex.parts)
@@ -143,6 +143,11 @@ def run_case(ex: Exercise, fn, cases: list[Case], k: int, where, real=None, **sa
             raise
         hint = said.get("memory_hint", "") if isinstance(e, MemoryError) else ""
         return raised_line(e, where, at, ex, hint)
+
+
+def case_words(ex: Exercise, cases: list[Case], k: int) -> str:
+    """Where a line says it happened: `exercise N, case k of n: the case's title`."""
+    return f"exercise {ex.number}, case {k} of {len(cases)}: {cases[k - 1].title}"
 
 
 def _defined(fn, file: str | None) -> str:

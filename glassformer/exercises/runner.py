@@ -35,11 +35,18 @@ import numpy as np
 
 from glassformer.exercises.base import Exercise
 from glassformer.exercises.catalogue import exercise
-from glassformer.exercises.checking import learner_frame, quiet, raised_line, run_case
+from glassformer.exercises.checking import (
+    case_words,
+    learner_frame,
+    quiet,
+    raised_line,
+    run_case,
+)
 
 HEADER = struct.Struct(">I")  # a frame's header length
 EXIT_ORPHANED = 70  # the parent is gone: nobody reads this status
 EXIT_CHANNEL = 71  # the channel to the parent failed: the learner's code closed or broke it
+ELEMENT_LIMIT = 2**22  # numbers in one case's answer (the largest case holds a few hundred)
 _exit = os._exit  # the real one: the learner's os._exit is wrapped to say where it was called
 _kept = []  # the fault handler's file must outlive main()
 
@@ -92,7 +99,8 @@ def _run(ex: Exercise, cases, path: Path, channel: Channel, memory: int) -> None
         try:
             fn = getattr(module, ex.function, None)  # a module __getattr__ of theirs may fail
         except BaseException as e:
-            channel.send({"kind": "error", "k": 0, "line": raised_line(e, str(path), "", ex)})
+            line = raised_line(e, str(path), f"looking up {ex.function}", ex)
+            channel.send({"kind": "error", "k": 0, "line": line})
             return
         if not callable(fn):
             line = (
@@ -104,6 +112,12 @@ def _run(ex: Exercise, cases, path: Path, channel: Channel, memory: int) -> None
         memory_hint = f"the check gives your code {memory / 2**30:g} GiB"
         for k in range(1, len(cases) + 1):
             got = run_case(ex, fn, cases, k, str(path), file=str(path), memory_hint=memory_hint)
+            if not isinstance(got, str) and sum(np.size(v) for v in got.values()) > ELEMENT_LIMIT:
+                shapes = ", ".join(f"{name} {np.shape(v)}" for name, v in got.items())
+                got = (
+                    f"{path}: {ex.function} returned {shapes}: far more numbers than any case's "
+                    f"answer ({case_words(ex, cases, k)})"
+                )
             if isinstance(got, str):
                 channel.send({"kind": "error", "k": k, "line": got})
                 return
