@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         for mod in modules:
             print(f"\n{mod}: {' '.join(TESTS[mod])}")
             for m in (x for x in runnable if x.module == mod):
-                print(f"  {m.id:36} {m.what}{'  [issue 24]' if m.issue else ''}")
+                print(f"  {m.id:36} {m.what}{f'  [issue {m.issue}]' if m.issue else ''}")
         return 1 if problems else 0
 
     t_start = time.perf_counter()
