@@ -27,8 +27,13 @@ fused norm) are "not in" it; grouped K/V heads (`kv_head{g}`), rotated Q and K (
 `K_rot`) and the gated FFN's `gate` and `up` are compared like any other step.
 An `Engine(kind, model)` runs a kind on another model of the same shape (perturbed weights).
 
+A step where an engine's values turn NaN or infinite stops the diff (`numerics.NonFiniteError`,
+as `explain` stops without --find-nan): past it every row would read inf and the first step
+beyond the tolerance would point at a step before the overflow. The one line names the engine,
+the step and what to do (a float32 or int8 overflow: whether the float64 reference stays finite).
+
 Deliberately not here: argument parsing and printing (`cli/diff.py`), the engines' math, foreign
-module names (the tables of `hf.py` and `hf_llama.py`).
+module names (the tables of `hf.py` and `hf_llama.py`), the hf engine's hooks (`hf_hooks.py`).
 """
 
 from __future__ import annotations
@@ -40,11 +45,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer import hf, hf_llama
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.explain.html_pieces import asset, dims, esc
+from glassformer.hf_hooks import hf_engine
 from glassformer.model import Model
-from glassformer.trace import Trace, jsonable, tracing
+from glassformer.numerics import NonFiniteError, first_nonfinite, origin
+from glassformer.trace import Step, Trace, jsonable, tracing
 
 WHAT = {
     "reference": "NumPy float64, the reference engine",
@@ -55,15 +61,6 @@ WHAT = {
 }
 ENGINES = tuple(WHAT)
 _DTYPE = {"torch": "float64", "float32": "float32", "int8": "int8"}  # the PyTorch engine's
-# transformers' class for each family the hf engine covers, and the table naming its modules.
-_LLAMA = [(ours, theirs, "linear") for ours, theirs in hf_llama.LLAMA]
-HF_FAMILIES = {
-    "gpt2": ("GPT2LMHeadModel", hf.GPT2),
-    "bert": ("BertModel", hf.BERT),
-    "llama": ("LlamaForCausalLM", _LLAMA),
-    "qwen2": ("Qwen2ForCausalLM", _LLAMA),
-}
-
 Steps = dict[str, np.ndarray]  # one engine's recorded steps, by name, in the order recorded
 
 
@@ -168,8 +165,18 @@ class DiffResult:
 
 
 def parse_engines(text: str) -> list[str]:
-    """A comma-separated list of ENGINES ("reference,torch,int8"), checked: at least two."""
-    names = [n.strip() for n in str(text).split(",") if n.strip()]
+    """A comma-separated list of ENGINES ("reference,torch,int8"), checked: at least two, and
+    no empty name (a doubled or trailing comma is a slip, never skipped: "reference,,torch"
+    may have lost an engine)."""
+    names = [n.strip() for n in str(text).split(",")]
+    if any(names) and not all(names):
+        k = names.index("")
+        raise InputError(
+            f"--engines {text!r} has an empty engine name (name {k + 1} of {len(names)}); "
+            "give the names separated by single commas, from "
+            f"{', '.join(ENGINES)}, e.g. --engines reference,torch"
+        )
+    names = [n for n in names if n]
     for n in names:
         _check_kind(n)
     if len(names) < 2:
@@ -257,151 +264,8 @@ def _runner(e: Engine, base: Model) -> Callable[[Inputs], Steps]:
     if e.kind == "reference":
         return _reference(e.model, base)
     if e.kind == "hf":
-        return _hf(e.model)
+        return hf_engine(e.model)
     return _torch(e.model, e.kind)
-
-
-# -- the hf engine: transformers, tapped by forward hooks ---------------------------------------
-
-
-def _hf_modules(table: list, cfg) -> dict[str, tuple[str, int, int]]:
-    """{our module: (their module, part, parts)} from a table of `hf.py`: a fused module (GPT-2's
-    c_attn, q | k | v) gives each of our modules one of its equal parts along the last axis."""
-    out = {}
-    for ours, theirs, _kind in table:
-        ours = (ours,) if isinstance(ours, str) else ours
-        stack = ours[0].split(".")[0]
-        n = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
-        for i in range(n) if "{i}" in theirs else [None]:
-            for j, o in enumerate(ours):
-                out[o.format(i=i)] = (theirs.format(i=i), j, len(ours))
-    return out
-
-
-def _hf_points(cfg) -> list[tuple[str, str, str]]:
-    """(our module, "in" or "out", our step) for each step that is a module's input or output in
-    a one-stack model (GPT-2, BERT, Llama, Qwen2); "{h}" in a step: its heads, split along the
-    last axis ("{g}": its shared K/V heads)."""
-    s = "decoder" if cfg.arch == "decoder" else "encoder"
-    n = cfg.n_decoder_layers if s == "decoder" else cfg.n_encoder_layers
-    pre, points = cfg.norm == "pre", []
-
-    def at(module: str, where: str, *steps: str) -> None:
-        points.extend((f"{s}.{module}", where, f"{s}.{step}") for step in steps)
-
-    if not cfg.embed_scale:
-        at("tok_embed", "out", "X")
-    at("pos_embed", "out", "P")
-    at("type_embed", "out", "types")
-    at("embed_norm", "in", "sum")
-    at("embed_norm", "out", "embed_norm.out", "input")
-    for i in range(n):
-        L = f"layers.{i}"
-        if pre:
-            at(f"{L}.norm1", "in", *(["input"] if i == 0 else [f"{i - 1}.add2", f"{i - 1}.out"]))
-        at(f"{L}.norm1", "out", f"{i}.norm1.out")
-        for x in "QKV":  # shared K/V heads (grouped-query) are kv_head{g}
-            who = "kv_head{g}" if x != "Q" and cfg.kv_heads != cfg.n_heads else "head{h}"
-            at(f"{L}.self_attn.{x.lower()}", "out", f"{i}.self_attn.{who}.{x}")
-        at(f"{L}.self_attn.o", "in", f"{i}.self_attn.concat")
-        at(f"{L}.self_attn.o", "out", f"{i}.self_attn.Z")
-        at(f"{L}.norm1" if not pre else f"{L}.norm2", "in", f"{i}.add1")
-        at(f"{L}.norm2", "out", f"{i}.norm2.out")
-        if cfg.ffn_kind == "gated":  # (a plain FFN taps act(x·W1) only: its `hidden`)
-            at(f"{L}.ffn.w1", "out", f"{i}.ffn.gate")
-            at(f"{L}.ffn.w3", "out", f"{i}.ffn.up")
-        at(f"{L}.ffn.w2", "in", f"{i}.ffn.hidden")
-        at(f"{L}.ffn.w2", "out", f"{i}.ffn.out")
-        if not pre:
-            at(f"{L}.norm2", "in", f"{i}.add2")
-            at(f"{L}.norm2", "out", f"{i}.out", *(["output"] if i == n - 1 else []))
-    if pre:
-        at("norm", "in", f"{n - 1}.add2", f"{n - 1}.out")
-        at("norm", "out", "norm.out", "output")
-    return points
-
-
-def _hf(m: Model) -> Callable[[Inputs], Steps]:
-    if m.family is None:
-        raise GlassformerError(
-            f"the hf engine runs transformers on a Hugging Face folder; {m.name} is not one: "
-            "drop hf from --engines"
-        )
-    if m.family not in HF_FAMILIES:
-        raise GlassformerError(
-            f"the hf engine covers {', '.join(HF_FAMILIES)} folders, not model_type "
-            f"{m.family!r}: drop hf from --engines"
-        )
-    try:
-        import torch
-        import transformers
-    except ImportError:
-        raise GlassformerError(
-            "the hf engine needs transformers (and PyTorch): pip install transformers"
-        ) from None
-    cls_name, table = HF_FAMILIES[m.family]
-    transformers.utils.logging.disable_progress_bar()
-    options = dict(local_files_only=True, dtype=torch.float64, attn_implementation="eager")
-    model = getattr(transformers, cls_name).from_pretrained(str(m.path), **options).eval()
-    # (eager attention: it returns the attention weights)
-    ours = _hf_modules(table, m.cfg)
-    points = [p for p in _hf_points(m.cfg) if p[0] in ours]
-    modules = dict(model.named_modules())
-    wanted = sorted({ours[p[0]][0] for p in points} & set(modules))
-
-    def run(x: Inputs) -> Steps:
-        seen: dict[tuple[str, str], np.ndarray] = {}
-
-        def hook(name: str):
-            def record(_module, args, output):
-                if args:  # the input, when it is passed by position (always, for these modules)
-                    seen[name, "in"] = _first(args[0])
-                seen[name, "out"] = _first(output)
-
-            return record
-
-        handles = [modules[w].register_forward_hook(hook(w)) for w in wanted]
-        try:
-            with torch.no_grad():
-                out = model(input_ids=torch.tensor([x.ids]), output_attentions=True)
-        finally:
-            for h in handles:
-                h.remove()
-        return _hf_steps(m.cfg, points, ours, seen, out)
-
-    return run
-
-
-def _first(t) -> np.ndarray:
-    """A batch's first sequence as float64 NumPy."""
-    return t[0].detach().double().cpu().numpy()
-
-
-def _hf_steps(cfg, points, ours, seen, out) -> Steps:
-    """Our steps from what the hooks saw and the model's outputs (attention weights, logits)."""
-    steps: Steps = {}
-    D = cfg.head_dim
-    for module, where, step in points:
-        their, part, n = ours[module]
-        if (their, where) not in seen:
-            continue
-        x = seen[their, where]
-        x = np.split(x, n, axis=-1)[part] if n > 1 else x
-        if "{h}" in step:
-            for h in range(cfg.n_heads):
-                steps.setdefault(step.format(h=h), x[..., h * D : (h + 1) * D])
-        elif "{g}" in step:
-            for g in range(cfg.kv_heads):
-                steps.setdefault(step.format(g=g), x[..., g * D : (g + 1) * D])
-        else:
-            steps.setdefault(step, x)
-    stack = "decoder" if cfg.arch == "decoder" else "encoder"
-    for i, A in enumerate(getattr(out, "attentions", None) or ()):
-        for h in range(cfg.n_heads):
-            steps[f"{stack}.{i}.self_attn.head{h}.A"] = _first(A)[h]
-    if getattr(out, "logits", None) is not None:
-        steps["logits"] = _first(out.logits)
-    return steps
 
 
 # -- comparing ----------------------------------------------------------------------------------
@@ -448,6 +312,9 @@ def diff(
     src = list(run.src) if m.cfg.arch == "encoder-decoder" else None
     x = Inputs(text, list(run.ids), src, run)
     base, *others = [r(x) for r in runners]
+    found = _first_nonfinite(base, dict(zip(labels, [base, *others], strict=True)))
+    if found is not None:  # a table of inf past it would point at nothing: stop, name it
+        raise _nonfinite(*found, chosen[labels.index(found[0])], x)
     rows = [_row(name, b, dict(zip(labels[1:], others, strict=True))) for name, b in base.items()]
     first = {e: next((r.name for r in rows if _beyond(r.cells[e], tol)), None) for e in labels[1:]}
     inputs = {"tokens": m.readable(x.ids)}
@@ -455,6 +322,34 @@ def diff(
         inputs = {"source": m.readable(src), "target": m.readable(x.ids)}
     kinds = {lab: _kind_text(e, m) for e, lab in zip(chosen, labels, strict=True)}
     return DiffResult(m.name, m.summary(), inputs, labels, kinds, float(tol), rows, first)
+
+
+def _first_nonfinite(order: Steps, runs: dict[str, Steps]) -> tuple[str, str, str] | None:
+    """(engine, step, what was found) of the first step, in the first engine's data-flow order,
+    that an engine records with a NaN or an infinity (`numerics.first_nonfinite`'s rule, so the
+    -inf of masked scores is not one); at one step, the first engine given."""
+    for name in order:
+        for label, steps in runs.items():
+            if name in steps:
+                found = first_nonfinite(Trace([Step(name, steps[name])]))
+                if found is not None:
+                    return label, name, found[1]
+    return None
+
+
+def _nonfinite(label: str, step: str, what: str, e: Engine, x: Inputs) -> NonFiniteError:
+    """The one line for an engine gone non-finite: which engine, from which step, and what to
+    do: a float32 or int8 engine is checked against the float64 reference (`numerics.origin`);
+    a float64 engine's overflow is the model's on this input."""
+    said = f"the {label} engine's values are non-finite (NaN or inf) from {step} on ({what})"
+    if e.kind in ("float32", "int8"):
+        fix = "diff the float64 engines instead (--engines reference,torch)"
+        m = e.model
+        return NonFiniteError(f"{said}; {origin(m.params, m.cfg, x.ids, x.src, fix)}")
+    return NonFiniteError(
+        f"{said}: the model passes float64's range on this input, so no engine can be compared "
+        f"from there; look at the weights that feed {step}"
+    )
 
 
 def _row(name: str, b: np.ndarray, others: dict[str, Steps]) -> Row:

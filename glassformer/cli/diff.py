@@ -27,7 +27,9 @@ def add_parsers(sub) -> None:
         "first engine's (and the same relative to the step's largest value), then the first "
         "step beyond the tolerance. Engines: reference (NumPy float64), torch (PyTorch "
         "float64), float32, int8 (linear layers quantized; x86 CPUs), hf (transformers itself, "
-        "on a GPT-2 or BERT Hugging Face folder).",
+        "on a GPT-2, BERT, Llama or Qwen2 Hugging Face folder). An engine whose values turn NaN "
+        "or infinite stops the diff at that step: one line names the engine, the step and what "
+        "to do, exit status 2 (as explain without --find-nan).",
     )
     p.add_argument("checkpoint", help="a checkpoint or Hugging Face folder")
     p.add_argument("text", help="input text (the source, for an encoder-decoder)")
@@ -35,8 +37,8 @@ def add_parsers(sub) -> None:
         "--engines",
         default=DEFAULT_ENGINES,
         metavar="LIST",
-        help=f"engines to run, the first compared against ({DEFAULT_ENGINES}); any of "
-        f"{', '.join(engine_diff.ENGINES)}",
+        help=f"engines to run, comma-separated, the first compared against ({DEFAULT_ENGINES}); "
+        f"any of {', '.join(engine_diff.ENGINES)}",
     )
     p.add_argument(
         "--tol",
@@ -56,7 +58,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_diff(args) -> int:
-    engines = engine_diff.parse_engines(args.engines)  # an unknown engine: before any work
+    engines = engine_diff.parse_engines(args.engines)  # unknown or empty names: before any work
     check_report_outputs(args)
     m = load_model(args.checkpoint)
     result = engine_diff.diff(m, args.text, engines, tol=args.tol, target=args.target)
