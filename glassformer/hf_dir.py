@@ -72,11 +72,35 @@ def _check_sizes(folder: Path, d: dict) -> None:
             )
 
 
+def _check_token_ids(folder: Path, d: dict, vocab_size: int) -> None:
+    """The token ids that a Llama or Qwen2 import reads from config.json (bos_token_id and
+    eos_token_id, `hf_llama.config_specials`) are null or ids of the model's vocabulary (0 to
+    vocab_size - 1), and so is each of a list: an id past it would name no token. (The other
+    families' ids are not read: their specials come from the tokenizer files, and transformers
+    writes GPT-2's default 50256 into configs of any vocabulary size.)"""
+    for key in ("bos_token_id", "eos_token_id"):
+        value = d.get(key)
+        for i in value if isinstance(value, list) else [] if value is None else [value]:
+            if not (type(i) is int and 0 <= i < vocab_size):
+                what = f"{key} {json.dumps(value)}"
+                what += f": {json.dumps(i)}" if isinstance(value, list) else ""
+                raise CheckpointError(
+                    f"{folder / CONFIG_FILE}: {what} is not a token id of this model, whose "
+                    f"vocabulary has {vocab_size} tokens (vocab_size; ids 0-{vocab_size - 1}): "
+                    f"correct {key}"
+                )
+
+
 def is_hf_folder(path: str | Path) -> bool:
     """A directory whose config.json names a Hugging Face `model_type`."""
     path = Path(path)
-    if not (path / CONFIG_FILE).is_file():
-        return False
+    try:
+        if not (path / CONFIG_FILE).is_file():
+            return False
+    except OSError as e:  # a folder that may not be looked into (is_file raises EACCES)
+        raise CheckpointError(
+            f"cannot read {path} ({e.strerror or e}): give a folder you may read"
+        ) from None
     try:
         files.member(path, CONFIG_FILE)  # a config.json that links out is refused, not skipped
     except GlassformerError as e:
@@ -338,6 +362,8 @@ def load(folder: str | Path, dtype=np.float64, order: str = "K") -> Imported:
         raise CheckpointError(
             f"{folder / CONFIG_FILE} has a field of the wrong type ({e})"
         ) from None
+    if family in hf_llama.FAMILIES:
+        _check_token_ids(folder, d, cfg.vocab_size)
     skipped = left_out(state)
     params = convert(state, cfg)
     del state  # each tensor read is now held by `params` alone, or by nothing

@@ -32,10 +32,12 @@ Deliberately not here: reading files (hf_dir.py), generation settings.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, ConfigError
+from glassformer.errors import CheckpointError, ConfigError, TokenizerError
 from glassformer.hf import (
     _ACT_OUT,
     _activation,
@@ -232,13 +234,20 @@ def llama_config(hf_config, family: str = "llama") -> Config:
 def config_specials(tok, d: dict):
     """The folder's tokenizer with BOS and EOS where config.json names them by id: the ids that
     transformers' generate starts from and stops at. A list of EOS ids keeps the tokenizer's own
-    if it is one of them, else takes the first."""
+    if it is one of them, else takes the first. An id that is no token of the tokenizer (the
+    embedding table may be longer: Qwen2's is) is refused, never skipped (`hf_dir` has checked
+    them against the vocabulary)."""
     specials = dict(tok.specials)
     for role in ("bos", "eos"):
-        ids = d.get(f"{role}_token_id")
-        ids = ids if isinstance(ids, list) else [ids]
-        ids = [i for i in ids if isinstance(i, int) and not isinstance(i, bool)]
-        ids = [i for i in ids if 0 <= i < tok.vocab_size]
+        value = d.get(f"{role}_token_id")
+        ids = [i for i in (value if isinstance(value, list) else [value]) if i is not None]
+        for i in ids:
+            if not (type(i) is int and 0 <= i < tok.vocab_size):
+                raise TokenizerError(
+                    f"config.json's {role}_token_id {json.dumps(value)}: {json.dumps(i)} is not "
+                    f"a token of the folder's tokenizer ({tok.vocab_size} tokens, ids 0-"
+                    f"{tok.vocab_size - 1}); correct {role}_token_id"
+                )
         if ids and getattr(tok, f"{role}_id") not in ids:
             specials[role] = tok.vocab[ids[0]]
     return tok if specials == tok.specials else type(tok)(tok.hf_json, specials)

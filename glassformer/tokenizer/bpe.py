@@ -253,7 +253,10 @@ class HFTokenizer(BPETokenizer):
                 f"{folder} has no tokenizer.json, vocab.txt or vocab.json + merges.txt; "
                 "save the tokenizer there (tokenizer.save_pretrained) or import without one"
             )
-        hf = _hf_from_json(hf_json, None)
+        try:
+            hf = _hf_from_json(hf_json, None)
+        except TokenizerError as e:  # only a tokenizer.json: the vocab files' JSON is the library's
+            raise TokenizerError(f"{folder / 'tokenizer.json'}: {e}") from None
         vocab = hf.get_vocab(with_added_tokens=True)
         named = _read_json(folder / "special_tokens_map.json") | config
         specials = {}
@@ -305,8 +308,10 @@ def _utf8(folder: Path, name: str) -> str:
         return read_limited(member(folder, name), FILE_LIMIT, "a tokenizer file").decode("utf-8")
     except UnicodeDecodeError:
         raise TokenizerError(f"{folder / name} is not UTF-8 text; restore it") from None
-    except (OSError, FileError) as e:
-        raise TokenizerError(f"cannot read {folder / name} ({e})") from None
+    except FileError as e:  # its message names the file and what to do
+        raise TokenizerError(str(e)) from None
+    except OSError as e:
+        raise TokenizerError(f"cannot read {folder / name} ({e.strerror or e})") from None
 
 
 def _library(folder: Path, make):
