@@ -156,17 +156,43 @@ def memory_bytes(cfg: Config, itemsize: int = 8) -> int:
 
 
 def available_memory() -> int:
-    """Bytes of memory this machine can still give (MemAvailable), or its total."""
+    """Bytes of memory this process can still be given: the machine's (MemAvailable, or its
+    total), or less where a limit says so: a control group's memory limit less its usage (a
+    container's MemAvailable is the host's), the address-space limit (ulimit -v) less what is
+    mapped."""
+    have = 2**63
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
+                have = int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    if have == 2**63:
+        try:
+            have = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            pass
+    groups = [("memory.max", "memory.current")]  # cgroup v2, then v1
+    groups.append(("memory/memory.limit_in_bytes", "memory/memory.usage_in_bytes"))
+    for limit, usage in groups:
+        try:
+            cap = Path("/sys/fs/cgroup", limit).read_text().strip()
+            if cap != "max":
+                have = min(have, int(cap) - int(Path("/sys/fs/cgroup", usage).read_text()))
+            break
+        except (OSError, ValueError):
+            continue
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
-        return 2**63
+        import resource
+
+        cap = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if cap != resource.RLIM_INFINITY:
+            status = Path("/proc/self/status").read_text().splitlines()
+            mapped = [int(x.split()[1]) * 1024 for x in status if x.startswith("VmSize:")]
+            have = min(have, cap - sum(mapped))
+    except (ImportError, OSError, ValueError, IndexError):
+        pass
+    return max(have, 0)
 
 
 def check_fits(cfg: Config, where: str = "the model") -> None:

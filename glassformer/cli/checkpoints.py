@@ -259,8 +259,21 @@ def cmd_init(args) -> int:
         tok = cls.train([text])
     if cfg.vocab_size != tok.vocab_size:
         cfg = cfg.override(f"vocab_size={tok.vocab_size}")
-    params = weights.init(cfg, seed=args.seed, std=args.std)
-    weights.save(args.out, cfg, params, tokenizer=tok, overwrite=args.overwrite)
+    need = weights.memory_bytes(cfg) * 3 // 2  # the float64 draw and the float32 copy written
+    gib = f"{need / 2**30:,.1f} GiB ({weights.n_params(cfg):,} parameters drawn in float64 and "
+    gib += "written in float32)"
+    if need > (have := weights.available_memory()):
+        raise GlassformerError(
+            f"init would need about {gib}, but {have / 2**30:,.1f} GiB of memory is available: "
+            "choose smaller sizes"
+        )
+    try:
+        params = weights.init(cfg, seed=args.seed, std=args.std)
+        weights.save(args.out, cfg, params, tokenizer=tok, overwrite=args.overwrite)
+    except MemoryError:  # a limit the estimate did not see; the atomic save left nothing
+        raise GlassformerError(
+            f"ran out of memory drawing the weights, about {gib}: choose smaller sizes"
+        ) from None
     print(
         f"wrote {args.out}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
         f"{args.tokenizer} tokenizer of {tok.vocab_size} tokens"
