@@ -35,6 +35,13 @@ LOG_FILE = "log.csv"
 PLOT_FILE = "loss.png"
 
 
+def _train_config(tcfg, task) -> dict:
+    """train_config.json: the TrainConfig and, under "source", the data the run trains on (the
+    task's record of it, which --resume compares with the data it is given)."""
+    source = getattr(task, "source", None)
+    return dataclasses.asdict(tcfg) | ({"source": source} if source else {})
+
+
 def save_checkpoint(
     out: Path,
     cfg: Config,
@@ -62,7 +69,7 @@ def save_checkpoint(
     torch.save(state, buf)
     extra = {
         STATE_FILE: buf.getvalue(),
-        TRAIN_CONFIG_FILE: json.dumps(dataclasses.asdict(tcfg), indent=2).encode(),
+        TRAIN_CONFIG_FILE: json.dumps(_train_config(tcfg, task), indent=2).encode(),
         LOG_FILE: _csv(rows),
     }
     if views is not None:

@@ -37,6 +37,12 @@ def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) ->
     from glassformer.inference import classify
 
     ex = D.language_id(pairs)
+    if not ex:
+        raise InputError(
+            f"{data} has no sentence to score: language_id leaves out a sentence found on both "
+            "sides of a pair ('No.'), and these pairs hold only such; give at least one pair "
+            "whose sides differ"
+        )
     try:
         pred = classify(model, m.tok, [s for s, _ in ex], **checks)
     except numerics.NonFiniteError as e:
@@ -52,6 +58,12 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
     ids = torch.tensor(m.tok.encode(D.read_text(data)))
     if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         ids = ids[:limit]
+    if len(ids) < 2:  # every predicted token needs one before it
+        kept = f" (the first {limit} kept by --limit)" if limit is not None else ""
+        raise InputError(
+            f"{data} gives {len(ids)} token{kept}; a loss needs at least 2, one read and the "
+            "next predicted: give more text" + (" or a larger --limit" if kept else "")
+        )
     T, total, n = cfg.max_len, 0.0, 0
     with torch.no_grad():
         for i in range(0, len(ids) - 1, T):

@@ -10,7 +10,10 @@ Deliberately not here: the optimisation loop and checkpoints (`train.py`), decod
 
 from __future__ import annotations
 
+import hashlib
+import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -35,6 +38,7 @@ class Task:
     valid_pairs: list[tuple[str, str]] | None = None
     valid_ids: np.ndarray | None = None  # lm: the validation token stream
     labels: list[str] | None = None  # classify: the class names, saved with the checkpoint
+    source: dict | None = None  # what data it was made from, recorded for --resume (train.py)
 
 
 def batch_loss(model, batch, kind: str, label_smoothing: float = 0.0, rows=slice(None)):
@@ -158,6 +162,19 @@ def prepare_task(
     return cfg, task
 
 
+def source(name, content) -> dict:
+    """One corpus as a run records it (Task.source, in train_config.json) for --resume to compare:
+    its name (a shipped or generated corpus's, else the file's absolute path) and the sha256 of
+    what was read (the text, or the pairs one a line): a file moved is still itself, a file
+    edited in place is not."""
+    from glassformer import data as D
+
+    named = isinstance(name, str) and (name in D.SHIPPED or name in D.GENERATED)
+    text = content if isinstance(content, str) else "".join(f"{a}\t{b}\n" for a, b in content)
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return {"name": name if named else str(Path(name).resolve()), "sha256": digest}
+
+
 def _train_tokenizer(texts, kind: str, vocab_size: int):
     from glassformer import tokenizer as T
 
@@ -183,12 +200,22 @@ def _lm_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[Config
             f"block_size {tcfg.block_size} exceeds the model's max_len "
             f"{cfg.max_len}; lower block_size or raise max_len"
         )
+    need = tcfg.block_size + 1  # one window and the token after it
+    for part, ids, tenths in (("training", train_ids, 9), ("validation", valid_ids, 1)):
+        if len(ids) < need:  # (the split is by characters: tokens are about in proportion)
+            raise D.DataError(
+                f"the {part} part of --data (its {'first 90%' if tenths == 9 else 'last 10%'}) "
+                f"gives {len(ids)} tokens, and one batch needs a window of block_size + 1 = "
+                f"{need}: give --data of at least about {math.ceil(need * 10 / tenths)} tokens "
+                f"({len(train_ids) + len(valid_ids)} now), or a smaller --set block_size"
+            )
     task = Task(
         "lm",
         D.LMBatches(train_ids, tcfg.block_size, tcfg.batch_size, tcfg.seed),
         D.LMBatches(valid_ids, tcfg.block_size, tcfg.batch_size, 0),
         tok,
         valid_ids=valid_ids,
+        source={"data": source(data, text), "valid": None},
     )
     return cfg, task
 
@@ -223,6 +250,7 @@ def _translate_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple
         D.PairBatches(vsrc, vtgt, seed=0, shuffle=False, **common),
         tok,
         valid_pairs=valid_pairs,
+        source={"data": source(data, pairs), "valid": valid and source(valid, valid_pairs)},
     )
     return cfg, task
 
@@ -233,6 +261,16 @@ def _classify_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[
     pairs = D.read_pairs(data)
     valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
     train_ex, valid_ex = D.language_id(pairs), D.language_id(valid_pairs)
+    for flag, ex in (
+        ("--data", train_ex),
+        ("--valid" if valid else "the last 500 pairs of --data", valid_ex),
+    ):
+        if not ex:
+            raise D.DataError(
+                f"{flag} gives no sentence to classify: a sentence found on both sides of a pair "
+                "('No.') has no one language and is left out, and these pairs hold only such; "
+                "give at least one pair whose sides differ"
+            )
     tok = tokenizer_for([s for s, _ in train_ex], "bpe")
     L = cfg.max_len
 
@@ -252,5 +290,6 @@ def _classify_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[
         batches(valid_ex, 0, False),
         tok,
         labels=list(D.LANGUAGES),
+        source={"data": source(data, pairs), "valid": valid and source(valid, valid_pairs)},
     )
     return (cfg if cfg.n_classes else cfg.override("n_classes=2")), task

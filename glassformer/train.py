@@ -135,14 +135,44 @@ def saved_train_config(out: str | Path) -> TrainConfig:
     if not path.is_file():
         raise CheckpointError(f"{out} has no {TRAIN_CONFIG_FILE}: it is not a training checkpoint")
     data = files.read_json(files.member(out, TRAIN_CONFIG_FILE))
-    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    known = {f.name for f in dataclasses.fields(TrainConfig)} | {"source"}
     if not isinstance(data, dict) or set(data) - known:
         extra = sorted(set(data) - known) if isinstance(data, dict) else "not a JSON object"
         raise CheckpointError(f"{path}: unexpected content ({extra}); restore the file")
     try:
-        return TrainConfig(**data)
+        return TrainConfig(**{k: v for k, v in data.items() if k != "source"})
     except ConfigError as e:
         raise CheckpointError(f"{path}: {e}") from None
+
+
+def saved_source(out: str | Path) -> dict | None:
+    """The data a run in `out` trains on, as train_config.json records it under "source"
+    ({"data": {"name", "sha256"}, "valid": the same or null}; `tasks.source`), checked; None for
+    a run started before glassformer recorded it."""
+    saved_train_config(out)  # the file is there and holds a TrainConfig
+    path = Path(out) / TRAIN_CONFIG_FILE
+    source = files.read_json(files.member(out, TRAIN_CONFIG_FILE)).get("source")
+
+    def corpus(x) -> bool:
+        return (
+            isinstance(x, dict)
+            and set(x) == {"name", "sha256"}
+            and all(isinstance(v, str) for v in x.values())
+        )
+
+    if source is None:
+        return None
+    if not (
+        isinstance(source, dict)
+        and set(source) == {"data", "valid"}
+        and corpus(source["data"])
+        and (source["valid"] is None or corpus(source["valid"]))
+    ):
+        raise CheckpointError(
+            f"{path}: 'source' is not the record of a run's data ({{'data': {{'name', 'sha256'}}, "
+            "'valid'}}); restore the file"
+        )
+    return source
 
 
 def check_steps_left(out: str | Path, step: int, max_steps: int) -> None:

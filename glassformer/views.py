@@ -179,6 +179,23 @@ class Recorder:
         return encode(Views(self.text, self.every, self.frames))
 
 
+def unknown_note(tok, text: str) -> str | None:
+    """What a probe text loses to the tokenizer, in words: the pieces it does not know (each
+    once, in order), which every frame reads as its unknown token; None when it knows them all."""
+    unknown = list(dict.fromkeys(tok.encode_for_model(text)[1]))
+    if not unknown:
+        return None
+    shown = ", ".join(map(repr, unknown[:8])) + (
+        f" and {len(unknown) - 8} more" * (len(unknown) > 8)
+    )
+    unk = tok.specials.get("unk", "<unk>")
+    return (
+        f"{shown} {'is' if len(unknown) == 1 else 'are'} not in the {tok.kind} tokenizer's "
+        f"vocabulary, so every frame reads {'it' if len(unknown) == 1 else 'them'} as {unk}; a "
+        "probe in the words of the training data shows what the model learns of them"
+    )
+
+
 def _size(n: int) -> str:
     return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n:,} bytes"
 

@@ -138,6 +138,10 @@ def _train_config(folder, corpus):
     return train.saved_train_config(folder)
 
 
+def _train_source(folder, corpus):
+    return train.saved_source(folder)
+
+
 def _hf_tokenizer(folder, corpus):
     return HFTokenizer.from_files(folder)
 
@@ -157,6 +161,7 @@ ROWS = [
     ("snapshot-step*.safetensors", "lm", weights.snapshot_file(2), _load_snapshots),
     ("training_state.pt", "lm", "training_state.pt", _restore),
     ("train_config.json", "lm", "train_config.json", _train_config),
+    ("train_config.json", "lm", "train_config.json", _train_source),  # the data it trains on
     ("train_config.json", "lm", "train_config.json", _snapshot_steps),  # its max_steps
     ("config.json", "gpt2", "config.json", _load),
     ("model.safetensors", "gpt2", "model.safetensors", _load),
@@ -260,6 +265,7 @@ FOLDER_READERS = {
     "tokenizer/bpe.py:_utf8": "the tokenizer files",
     "tokenizer/bpe.py:_read_json": "tokenizer_config.json, special_tokens_map.json",
     "train.py:saved_train_config": "train_config.json",
+    "train.py:saved_source": "train_config.json",
     "weights.py:_max_steps": "train_config.json",
     "weights.py:load": "config.json, model.safetensors, tokenizer.json",
     "weights.py:load_labels": "labels.json",

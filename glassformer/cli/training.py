@@ -8,7 +8,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from glassformer import weights
+from glassformer import views, weights
 from glassformer.cli.checkpoints import writes_out
 from glassformer.cli.common import (
     apart,
@@ -84,6 +84,12 @@ def _add_train_parser(sub) -> None:
         help="BPE/word vocabulary (8000)",
     )
     tr.add_argument("--resume", action="store_true", help="continue the checkpoint in --out")
+    tr.add_argument(
+        "--new-data",
+        action="store_true",
+        help="with --resume: continue the run on --data (or --valid) other than the data it was "
+        "trained on (train_config.json records that; other data is refused without this flag)",
+    )
     overwrite_arg(tr)
     tr.add_argument(
         "--init",
@@ -157,8 +163,11 @@ def cmd_train(args) -> int:
         tcfg = base.override(*train_sets)
         weights.check_fits(cfg)
     tcfg = _with_view_every(args, tcfg)
-    data = args.data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
-    valid = args.valid or ("eng-spa-valid" if data == "eng-spa" else None)
+    was = T.saved_source(args.out) if args.resume else None  # the data it was trained on
+    data = args.data or _recorded(was, "data", args.out)
+    data = data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
+    valid = args.valid or _recorded(was, "valid", args.out)
+    valid = valid or ("eng-spa-valid" if data == "eng-spa" and not was else None)
     if args.init and not args.resume:  # resuming, the weights come from --out
         cfg, init_params, tokenizer = _init_model(args, model_sets)
     if args.task == "lm" and not args.resume and "block_size" not in map(_key, train_sets):
@@ -180,6 +189,10 @@ def cmd_train(args) -> int:
     )
     if init_params is not None:
         init_params = _fit_init(cfg, init_params)
+    if args.resume:
+        notes += _same_data(args, was, task.source)
+    if tcfg.snapshot_views and (said := views.unknown_note(task.tokenizer, tcfg.snapshot_views)):
+        notes.append(f"glassformer: note: --snapshot-views: {said}")
     notes.append(
         f"training {args.task}: {cfg.arch}, {weights.n_params(cfg):,} parameters, "
         f"{task.tokenizer.kind} tokenizer of {task.tokenizer.vocab_size} tokens, "
@@ -214,6 +227,11 @@ def cmd_train(args) -> int:
 
 def _check_train_options(args) -> None:
     """Refuse an option that would do nothing in this run (before any work)."""
+    if args.new_data and not args.resume:
+        raise GlassformerError(
+            "--new-data is for --resume (continuing a run on other data); a new run trains on "
+            "the --data it is given: drop --new-data"
+        )
     if args.task == "lm" and args.valid:
         raise GlassformerError(
             "--valid is for translate and classify; lm validates on the last 10% of --data"
@@ -294,6 +312,64 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
     ]
     note = f"resuming {out}{f' from step {step}' if step else ''}"
     return cfg, tcfg, tokenizer, note + (f"; {', '.join(changes)}" if changes else "")
+
+
+# -- a resumed run's data: its own, or other data with --new-data ------------------------------
+
+
+def _recorded(was: dict | None, part: str, out: str) -> str | None:
+    """The corpus the run in `out` was trained on as its --data or --valid (`part`), which a
+    resumed run reads when it is not given one; None when none is recorded. Gone: refused."""
+    from glassformer import data as D
+
+    if not was or not was[part]:
+        return None
+    name = was[part]["name"]
+    if name not in D.SHIPPED and name not in D.GENERATED and not Path(name).exists():
+        raise GlassformerError(
+            f"the run in {out} was trained on --{part} {name}, which is gone: give --{part} "
+            "with the same text (train_config.json records its sha256), or other data with "
+            "--new-data"
+        )
+    return name
+
+
+def _same_data(args, was: dict | None, now: dict) -> list[str]:
+    """--resume continues a run on the data it was trained on (the sha256 of each corpus,
+    recorded in train_config.json; a file moved is still itself): other data, or a file changed
+    since, is refused unless --new-data consents, and then said in a note."""
+    sha = {p: [x[p] and x[p]["sha256"] for x in (was, now)] for p in ("data", "valid") if was}
+    changed = [p for p, (a, b) in sha.items() if a != b]
+    if not changed and args.new_data:
+        why = "does not record its data" if not was else "is given the data it was trained on"
+        raise GlassformerError(
+            f"--new-data does nothing here: the run in {args.out} {why}; drop --new-data"
+        )
+    notes = []
+    for part in changed:
+        old, new = (_corpus(x, part) for x in (was[part], now[part]))
+        if args.new_data:
+            notes.append(
+                f"glassformer: note: --new-data: the run in {args.out} continues on --{part} "
+                f"{new}; it was trained on {old} until now"
+            )
+        elif old == new:
+            raise GlassformerError(
+                f"{new} has changed since the run in {args.out} was trained on it (its sha256 is "
+                "not the one train_config.json records): a resumed run continues on its own "
+                "data; restore the file, or add --new-data to continue on it as it is now"
+            )
+        else:
+            raise GlassformerError(
+                f"--{part} {new} is not the data the run in {args.out} was trained on ({old}; "
+                "train_config.json records its sha256): a resumed run continues on its own data; "
+                f"give --{part} {old}, or add --new-data to continue on {new}"
+            )
+    return notes
+
+
+def _corpus(x: dict | None, part: str) -> str:
+    return x["name"] if x else "the last 500 pairs of --data"
 
 
 def _init_model(args, model_sets: list[str]):
