@@ -34,7 +34,7 @@ def decoder(positions: str) -> Transformer:
 
 
 @pytest.mark.parametrize("window", [True, False])
-@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none"])
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "none", "rotary"])
 def test_batched_greedy_equals_one_prompt_at_a_time(positions, window):
     """Prompts of 1 to 15 tokens (past max_len 12: a sliding window, or no room), EOS 5."""
     model = decoder(positions)

@@ -197,6 +197,25 @@ def test_rms_norm_equals_torch_nn_rmsnorm():
     assert np.abs(low - want).max() < 0.05 * np.abs(want).max()
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_rms_norm_is_llamas_bit_for_bit(dtype):
+    """In float16 and bfloat16 our RMSNorm is transformers' LlamaRMSNorm exactly (the squares
+    summed in float32, one rounding back): inputs of a few hundred, whose squares overflow
+    float16, give the same finite values."""
+    transformers = pytest.importorskip("transformers")
+    llama_rms_norm = transformers.models.llama.modeling_llama.LlamaRMSNorm
+    rng = np.random.default_rng(5)
+    x, g = rng.standard_normal((5, 16)) * 300, rng.standard_normal(16)
+    theirs, ours = llama_rms_norm(16, eps=1e-5), L.RMSNorm(16, eps=1e-5)
+    with torch.no_grad():
+        for norm in (theirs, ours):
+            norm.weight.copy_(torch.tensor(g))
+            norm.to(dtype)
+        xt = torch.tensor(x, dtype=dtype)
+        got, want = ours(xt), theirs(xt)
+    assert got.dtype == dtype and bool(got.isfinite().all()) and torch.equal(got, want)
+
+
 def _full_heads(cfg: Config, p: dict) -> tuple[Config, dict]:
     """The same model without grouping: every query head gets its own copy of its group's K/V
     head (rows of Wk, Wv repeated head by head, repeat_interleave)."""

@@ -45,6 +45,7 @@ TESTS: dict[str, list[str]] = {
         "test_modern_options.py",
         "test_torch_model.py",
         "test_minilm.py",
+        "test_generate_batched.py::test_batched_greedy_equals_one_prompt_at_a_time",
     ],
     "train": [
         "test_train_oracle.py",
@@ -64,6 +65,7 @@ TESTS: dict[str, list[str]] = {
     "fidelity": ["test_serve_view.py"],
     "numerics": ["test_numerics.py", "test_edges_nonfinite.py", "test_decode_oracles.py"],
     "lock": [
+        "test_lock_record.py",
         "test_writers_contained.py",
         "test_edges_runs.py::test_writers_are_refused_while_a_training_runs_and_a_killed_ones_lock"
         "_is_taken_over",
