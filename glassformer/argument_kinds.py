@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.config import Config
-from glassformer.errors import InputError
+from glassformer.errors import InputError, TokenizerError
 
 
 @dataclass
@@ -167,13 +167,13 @@ class Fix(Arg):
     says: str = "a str, None or ..."
 
     def ok(self, value, at: Call) -> bool:
-        return value is ... or isinstance(value, str)
+        return value is ... or value is None or isinstance(value, str)
 
 
 @dataclass(frozen=True)
 class Text(Arg):
     """One str (one=True); else a str or a non-empty list (or tuple) of str, one output each;
-    list_only: the list form alone."""
+    list_only: the list form alone, which may be empty (the method says "nothing to ...")."""
 
     one: bool = False
     list_only: bool = False
@@ -184,7 +184,7 @@ class Text(Arg):
         many = "" if self.one else ("a list of str" if self.list_only else "a str or a list of str")
         if self.one or not isinstance(value, list | tuple):
             raise InputError(f"{name}={shown(value)}: must be {many or 'a str'}")
-        if not value:
+        if not value and not self.list_only:
             raise InputError(f"{name}=[]: give at least one text")
         for k, t in enumerate(value):
             if not isinstance(t, str):
@@ -239,6 +239,7 @@ class Ids(Arg):
 
     nested: bool = False
     empty: bool = True
+    pieces: bool = False  # ids read back as tokenizer pieces: out of range is a TokenizerError
 
     def check(self, value, name: str, at: Call) -> None:
         if self.nested:
@@ -262,7 +263,7 @@ class Ids(Arg):
         size = at.model.cfg.vocab_size
         if n and (lo < 0 or hi >= size):
             bad = lo if lo < 0 else hi
-            raise InputError(
+            raise (TokenizerError if self.pieces else InputError)(
                 f"{name}: id {bad} is out of range; this model has {size} (ids 0 to {size - 1})"
             )
 

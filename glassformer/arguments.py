@@ -129,6 +129,9 @@ ARGS: dict[str, Arg] = {
     "fns": Interventions(),
     # what the engines and decoding read: token ids of this model
     "ids": Ids(),
+    "decode.ids": Ids(pieces=True),
+    "pieces.ids": Ids(pieces=True),
+    "readable.ids": Ids(pieces=True),
     "run.ids": Ids(empty=False),
     "class_probabilities.ids": Ids(nested=True),
     "prompt": Ids(empty=False),

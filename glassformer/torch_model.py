@@ -430,7 +430,7 @@ def _check_params(cfg: Config, params) -> None:
         if not numeric:
             raise inputs.InputError(
                 f"params tensor {name!r} must be an array of numbers, got {type(x).__name__}"
-                f"{f' of {x.dtype}' if hasattr(x, 'dtype') else ''}"
+                f"{f' of {x.dtype}' if isinstance(x, np.ndarray | Tensor) else ''}"
             )
     unexpected = [n for n in params if n not in weights.spec(cfg)]
     if unexpected:

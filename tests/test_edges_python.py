@@ -23,7 +23,7 @@ import glassformer
 from glassformer import weights
 from glassformer.cli import main
 from glassformer.decoding import Decoding
-from glassformer.errors import GlassformerError, InputError
+from glassformer.errors import GlassformerError, InputError, TokenizerError
 from glassformer.model import Model, with_params
 from glassformer.tokenizer import CharTokenizer, WordTokenizer, article_tokenizer
 
@@ -102,9 +102,7 @@ case(
 case("load on_note a number", lambda m: glassformer.load("tiny", on_note=5), "on_note=5")
 case("load seed a str", lambda m: glassformer.load("tiny", seed="3"), "seed='3': must be an int")
 case("load no path", lambda m: glassformer.load(), r"load\(\): missing a required argument")
-case(
-    "preset of a list", lambda m: glassformer.preset([]), "unknown preset", error=GlassformerError
-)
+case("preset of a list", lambda m: glassformer.preset([]), "unknown preset", error=GlassformerError)
 case(
     "Config arch an array",
     lambda m: glassformer.Config(arch=np.array([1, 2])),
@@ -137,14 +135,18 @@ case("diff(None)", lambda m: m.dec.diff(None), "text=None: must be a str")
 case("ablate names 5", lambda m: m.dec.ablate("to be", 5), "names=5: must be a str or a list")
 case("patch clean None", lambda m: m.dec.patch("to be", None), "clean=None: must be a str")
 case("decode(['a'])", lambda m: m.dec.decode(["a"]), r"ids=\['a'\]: must be token ids")
-case("decode([-1])", lambda m: m.dec.decode([-1]), "ids: id -1 is out of range")
+case("decode([-1])", lambda m: m.dec.decode([-1]), "ids: id -1 is out of range", TokenizerError)
+case("pieces past the vocabulary", lambda m: m.dec.pieces([0, 19]), "^ids: id 19 is out of range",
+     TokenizerError)  # fmt: skip
 case("pieces(None)", lambda m: m.dec.pieces(None), "ids=None: must be a list of token ids")
 case("readable(object())", lambda m: m.dec.readable(object()), "must be a list of token ids")
 case("evaluate(None)", lambda m: m.dec.evaluate(None), "data=None: must be a path")
 case("evaluate(5)", lambda m: m.dec.evaluate(5), "data=5: must be a path")
 case("record(None)", lambda m: m.dec.record(None), "text=None: must be a str or a list")
 case("alignments(None)", lambda m: m.s2s.alignments(None), "sentences=None")
-case("with_params(None, {})", lambda m: with_params(None, {}), "m=None: must be a glassformer.Model")
+case(
+    "with_params(None, {})", lambda m: with_params(None, {}), "m=None: must be a glassformer.Model"
+)
 case("with_params(m, None)", lambda m: with_params(m.dec, None), "params must be a dict")
 case(
     "with_params lacks a tensor",
@@ -167,8 +169,8 @@ case("places of 1 for 2", lambda m: m.dec.generate(["a", "b"], places=["x"]), "1
 
 GEN = ["generate", "{run}", "to be"]
 for name, kwargs, match, argv, says in [
-    ("beam=0", dict(beam=0), "beam=0: must be at least 1", ["translate", "{run}", "x", "--beam", "0"],
-     "--beam must be at least 1, got 0"),
+    ("beam=0", dict(beam=0), "beam=0: must be at least 1", ["translate", "{run}", "x", "--beam",
+     "0"], "--beam must be at least 1, got 0"),
     ("n_best=0", dict(n_best=0), "n_best=0: must be at least 1", ["translate", "{run}", "x",
      "--n-best", "0"], "--n-best must be at least 1, got 0"),
     ("beam=True", dict(beam=True), "beam=True: must be an integer", None, ""),
