@@ -365,7 +365,9 @@ def save(
 
 def refuse_existing(path: str | Path, overwrite: bool) -> None:
     """The library's rule for every folder it writes: nothing there is replaced unless
-    overwrite=True (an empty folder is free)."""
+    overwrite=True (an empty folder is free). overwrite is True or False itself: 'no' is not."""
+    if overwrite is not True and overwrite is not False:
+        raise InputError(f"overwrite={overwrite!r}: must be True or False")
     p = Path(path)
     if overwrite or not p.is_dir() or not any(p.iterdir()):
         return  # a file there is never replaced, overwrite or not: files.building refuses it

@@ -330,6 +330,18 @@ case(
     lambda m: m.dec.export_hf(m.tmp / "hf", overwrite="no"),
     "overwrite='no': must be True or False",
 )
+case(
+    "weights.save overwrite='no'",
+    lambda m: weights.save(m.run, m.dec.cfg, m.dec.params, overwrite="no"),
+    "overwrite='no': must be True or False",
+)
+case(
+    "tokenizer.save overwrite='no'",
+    lambda m: __import__("glassformer.tokenizer").tokenizer.save(
+        m.dec.tok, m.run / "tokenizer.json", overwrite="no"
+    ),
+    "overwrite='no': must be True or False",
+)
 case("save dtype int8", lambda m: m.dec.save(m.tmp / "out", dtype="int8"), "dtype='int8'")
 case("save path None", lambda m: m.dec.save(None), "path=None: must be a path")
 
