@@ -357,15 +357,23 @@ def output_folder(path: str, overwrite: bool, what: str = "") -> Path:
     return p
 
 
+FOLDER_INPUTS = ("CHECKPOINT", "HF_DIR", "CKPT", "--init")  # the inputs that are folders
+
+
 def apart(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:
     """The one rule between what a command writes and what it reads, checked before any work,
     --overwrite or not: an output (`{label: path}`, e.g. {"--record": ...}) may not be one of the
     command's inputs (the --input file, --data, the model folder, ...), lie inside one (a file in
     the model folder read) or hold one (an output folder whose swap would remove it), every link
     and `..` resolved; nor may two outputs be one place. None and '-' (stdout) are skipped, and an
-    input only counts when something is there (a shipped corpus is a name, not a path)."""
+    input only counts when something is there (a shipped corpus is a name, not a path) and, for a
+    file's option, when it is not a folder (its reader refuses a folder in its own words)."""
     outs = [(label, path) for label, path in outputs.items() if path not in (None, "-")]
-    ins = [(label, path) for label, path in inputs.items() if path and os.path.lexists(path)]
+    ins = [
+        (label, path)
+        for label, path in inputs.items()
+        if path and os.path.lexists(path) and (label in FOLDER_INPUTS or not os.path.isdir(path))
+    ]
     for n, (label, path) in enumerate(outs):
         for other, input_path in ins:
             relation = _overlap(path, input_path)
