@@ -174,18 +174,20 @@ ARGS: dict[str, Arg] = {
 KEYWORDS = {
     "generate": lambda: ("generate", {n: None for n in DECODING if n != "max_new_tokens"}),
     "record": lambda: ("record", {n: None for n in DECODING if n != "max_new_tokens"}),
-    "lens": lambda: ("lens", _keywords("glassformer.touch", "lens")),
-    "attribute": lambda: ("attribute", _keywords("glassformer.touch", "attribute")),
-    "trace": lambda: ("run", _keywords("glassformer.model", "Model.run")),
-    "ablate": lambda: ("run", _keywords("glassformer.model", "Model.run")),
-    "patch": lambda: ("run", _keywords("glassformer.model", "Model.run")),
+    "lens": lambda: ("lens", _keywords("glassformer.touch:lens")),
+    "attribute": lambda: ("attribute", _keywords("glassformer.touch:attribute")),
+    "trace": lambda: ("run", _keywords("glassformer.model:Model.run")),
+    "ablate": lambda: ("run", _keywords("glassformer.model:Model.run")),
+    "patch": lambda: ("run", _keywords("glassformer.model:Model.run")),
     "render": lambda: ("render", {"max_rows": 12, "max_cols": 10, "digits": 6}),
 }
 
 
-def _keywords(module: str, name: str) -> dict:
+def _keywords(where: str) -> dict:
+    """The keyword-only parameters of the function at "module:Name.name", with their defaults."""
     import importlib
 
+    module, name = where.split(":")
     fn = importlib.import_module(module)
     for part in name.split("."):
         fn = getattr(fn, part)

@@ -289,6 +289,7 @@ NO_FOLDER_FILE = {
     "evaluating.py:_perplexity": "--data",
     "data.py:_read_bounded": "a user's (possibly gzipped) text file",
     "data.py:read_pairs": "a user's TSV",
+    "exercises/runner.py:boot": "os.devnull (the learner's stdin in the sandbox child)",
     "explain/html_pieces.py:asset": "package assets",
     "files.py:_acquire": "the lock file beside an output folder",
     "files.py:building": "files it has just written (fsync)",
