@@ -12,7 +12,7 @@ suite.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class Mutation:
     what: str
     edits: tuple[tuple[str, str, str], ...]  # (file, exact snippet, replacement)
     issue: int | None = None  # the issue that found the bug going through the whole suite
+    wave: int | None = None  # the issue whose work added the mutant (None: before issue 35)
 
 
 def m(id, module, what, file, find, replace, issue=None, also=()):
@@ -64,6 +65,12 @@ TESTS: dict[str, list[str]] = {
     "recording": ["test_recording.py", "test_model_recording.py"],
     "fidelity": ["test_serve_view.py"],
     "numerics": ["test_numerics.py", "test_edges_nonfinite.py", "test_decode_oracles.py"],
+    "words": [
+        "test_walkthrough_modern.py::test_the_text_is_the_narrated_steps",
+        "test_timelapse.py::test_the_headline_names_the_best_head_of_the_last_frame",
+        "test_timelapse.py::test_the_page_carries_exactly_the_recorded_values",
+        "test_timelapse.py::test_the_text_table_is_the_frames_metrics",
+    ],
     "lock": [
         "test_lock_record.py",
         "test_writers_contained.py",
@@ -72,7 +79,7 @@ TESTS: dict[str, list[str]] = {
         "test_edges_runs.py::test_the_lock_file_survives_the_swap_and_the_removal_of_temporaries",
         "test_edges_runs.py::test_the_lock_excludes_under_contention",
     ],
-    "exercises": ["test_exercises.py", "test_edges_learner.py"],
+    "exercises": ["test_exercise_verdicts.py", "test_exercises.py", "test_edges_learner.py"],
     "files": [
         "test_readers_contained.py",
         "test_faults.py::test_the_temporary_of_a_killed_writer_is_removed_by_the_next_one",
@@ -89,6 +96,7 @@ BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
 LL, NG, REC, NUM = (f"glassformer/{f}.py" for f in ("hf_llama", "nanogpt", "recording", "numerics"))
 FID, TRC = "glassformer/serve/fidelity.py", "glassformer/trace.py"
 CHK = "glassformer/exercises/checking.py"
+TXT, TLP = "glassformer/explain/text.py", "glassformer/explain/timelapse.py"
 
 MUTATIONS: list[Mutation] = [
     # -- reference.py: the articles' math ---------------------------------------------------------
@@ -209,7 +217,32 @@ MUTATIONS: list[Mutation] = [
     m("int8-nonfinite-unchecked", "quantize", "a NaN input row goes into the int8 kernel",
       Q, "if math.isfinite(float(x.sum())):", "if True:"),
     # -- files.py and its readers: file safety -----------------------------------------------------
-    # == issue 35 point 8: the code added in the last wave ========================================
+    m("files-swap-not-atomic", "files", "folder replacement falls back to the two-rename swap",
+      FILES, "if _exchange(tmp, path):", "if False:", issue=24),
+    m("files-shard-reader-uncontained", "files", "HF shard reader without the containment check",
+      HFD, "weight_files = [files.member(folder, s, required=False) for s in names]",
+      "weight_files = [(folder / s) if (folder / s).exists() else None for s in names]",
+      issue=24),
+    m("files-tokenizer-reader-uncontained", "files",
+      "tokenizer reader without the containment check",
+      HFD, "        _member(folder, name)  # a tokenizer file that links out is refused, never left out\n",
+      "        pass\n",
+      issue=24,
+      also=((BPE, "return member(folder, name, required=False) is not None",
+             "return (Path(folder) / name).exists()"),
+            (BPE, "return read_limited(member(folder, name), FILE_LIMIT,", "return read_limited(Path(folder) / name, FILE_LIMIT,"))),
+    m("files-member-no-containment", "files", "the one containment rule removed",
+      FILES, "if not target.is_relative_to(folder.resolve()):", "if False:"),
+    m("files-live-temporary-removed", "files", "a live writer's temporary folder is deleted",
+      FILES, "if match is None or _alive(int(match[1])):", "if match is None:"),
+    m("files-failed-build-left", "files", "a failed folder build leaves its temporary behind",
+      FILES, "        shutil.rmtree(tmp, ignore_errors=True)\n        raise _write_error(path, e) from None",
+      "        raise _write_error(path, e) from None"),
+]  # fmt: skip
+
+# The mutants of issue 35 (point 8): the code the wave before it added, and the planted bugs that
+# went through the whole suite then (issue=35). `tools/mutate.py --wave 35` runs these alone.
+WAVE_35: list[Mutation] = [
     # -- reference.py: rotary, RMSNorm, SwiGLU, GQA -----------------------------------------------
     m("ref-rope-theta-odd", "reference", "rotary frequencies base^(-(2i+1)/r), not base^(-2i/r)",
       REF, "theta = 1.0 / base ** (np.arange(0, r, 2, dtype=np.float64) / r)  # (r/2,)",
@@ -350,6 +383,11 @@ MUTATIONS: list[Mutation] = [
       NUM, 'kind = "NaN" if np.isnan(v[where]) else "inf"', 'kind = "inf" if np.isnan(v[where]) else "NaN"'),
     m("num-window-ignored", "numerics", "the origin sought in more than max_len tokens",
       NUM, "return what, list(ids)[-cfg.max_len :], src_ids", "return what, list(ids), src_ids"),
+    # -- text a learner reads: compared with the function that wrote it, these went through ---------
+    m("text-rows-reversed", "words", "a printed matrix's rows in reverse order (labels kept)",
+      TXT, "for row in v[:show_r]]", "for row in v[:show_r][::-1]]", issue=35),
+    m("headline-earlier-score-from-last", "words", "the headline's earlier score read from the last frame",
+      TLP, 'before = first.metrics.get("prefix", {})', 'before = last.metrics.get("prefix", {})', issue=35),
     # -- files.py's lock (written last: others were changing this code in the same wave) ----------
     m("lock-follows-links", "lock", "the lock file opened following a link",
       FILES, "flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK | _NOFOLLOW",
@@ -387,25 +425,5 @@ MUTATIONS: list[Mutation] = [
       CHK, "return bool(seen) and isinstance(e, KeyboardInterrupt)", "return isinstance(e, KeyboardInterrupt)"),
     m("ex-outermost-frame", "exercises", "the error names the outermost frame, not the deepest",
       CHK, "return (mine or outside or [None])[-1]", "return (mine or outside or [None])[0]"),
-    m("files-swap-not-atomic", "files", "folder replacement falls back to the two-rename swap",
-      FILES, "if _exchange(tmp, path):", "if False:", issue=24),
-    m("files-shard-reader-uncontained", "files", "HF shard reader without the containment check",
-      HFD, "weight_files = [files.member(folder, s, required=False) for s in names]",
-      "weight_files = [(folder / s) if (folder / s).exists() else None for s in names]",
-      issue=24),
-    m("files-tokenizer-reader-uncontained", "files",
-      "tokenizer reader without the containment check",
-      HFD, "        _member(folder, name)  # a tokenizer file that links out is refused, never left out\n",
-      "        pass\n",
-      issue=24,
-      also=((BPE, "return member(folder, name, required=False) is not None",
-             "return (Path(folder) / name).exists()"),
-            (BPE, "return read_limited(member(folder, name), FILE_LIMIT,", "return read_limited(Path(folder) / name, FILE_LIMIT,"))),
-    m("files-member-no-containment", "files", "the one containment rule removed",
-      FILES, "if not target.is_relative_to(folder.resolve()):", "if False:"),
-    m("files-live-temporary-removed", "files", "a live writer's temporary folder is deleted",
-      FILES, "if match is None or _alive(int(match[1])):", "if match is None:"),
-    m("files-failed-build-left", "files", "a failed folder build leaves its temporary behind",
-      FILES, "        shutil.rmtree(tmp, ignore_errors=True)\n        raise _write_error(path, e) from None",
-      "        raise _write_error(path, e) from None"),
 ]  # fmt: skip
+MUTATIONS += [replace(x, wave=35) for x in WAVE_35]
