@@ -7,7 +7,7 @@ recorded by `glassformer.trace`, over one `Config` and one weight-naming scheme 
 
 from glassformer.interrupts import hold_during_imports
 
-with hold_during_imports():  # a Ctrl-C here ends the import when it is done, in one line
+with hold_during_imports():  # Ctrl-C or SIGTERM here: one line, once the import under way ends
     from glassformer import explain  # noqa: F401 (installs Trace._repr_html_: Jupyter shows it)
     from glassformer.config import PRESETS, Config, preset
     from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError

@@ -30,7 +30,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from glassformer import files, weights
+from glassformer import files, interrupts, weights
 from glassformer import views as views_
 from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
@@ -468,7 +468,9 @@ def _kept_snapshots(snapshots: dict, step: int, model, keep: int) -> dict:
 class StopSignals:
     """While active, the first SIGINT or SIGTERM only sets `received` (the loop then saves a
     checkpoint at the end of the current step and stops); a second one aborts at once. Handlers
-    are installed only in the main thread and restored on exit."""
+    are installed only in the main thread and restored on exit. A stop that arrived earlier and
+    was not acted on (the command line's gate, `interrupts`, held it, or its raise was swallowed)
+    is taken over on entry: raised there, before any step is trained or anything written."""
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -478,18 +480,23 @@ class StopSignals:
 
     def _handle(self, signum, frame) -> None:
         if self.received is not None:  # the second signal: stop now, the last save stands
-            raise KeyboardInterrupt
+            raise interrupts.Stopped(signum)
         self.received = signum
 
     def __enter__(self) -> StopSignals:
         if threading.current_thread() is threading.main_thread():
             for s in self.SIGNALS:
                 self._old[s] = signal.signal(s, self._handle)
+            earlier = interrupts.take()  # after ours are in: no signal falls between the two
+            if earlier is not None:
+                self.__exit__()
+                raise interrupts.Stopped(earlier)
         return self
 
     def __exit__(self, *exc) -> None:
         for s, handler in self._old.items():
             signal.signal(s, handler)
+        self._old = {}
 
 
 def _any(flag: bool, world: int) -> bool:

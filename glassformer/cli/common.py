@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, weights
+from glassformer import files, interrupts, weights
 from glassformer.config import PRESETS
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
 from glassformer.model import DTYPES, check_dtype
@@ -28,10 +28,10 @@ EXTRAS = dict.fromkeys(("torch", "tqdm", "matplotlib", "sacrebleu"), "torch")
 
 def run(args) -> int:
     """Run the parsed command: a user error is one line on stderr and exit status 2, never a
-    traceback; an interrupted run says what it kept (exit 128 + signal); Ctrl-C elsewhere is one
-    line and 130; a closed pipe (`glassformer ... | head`) is success; a full stdout is one line;
-    a missing optional dependency names the extra that installs it. The command's notes follow
-    its output."""
+    traceback; an interrupted run says what it kept (exit 128 + signal); a Ctrl-C or SIGTERM
+    elsewhere is one line and 128 + the signal; a closed pipe (`glassformer ... | head`) is
+    success; a full stdout is one line; a missing optional dependency names the extra that
+    installs it. The command's notes follow its output."""
     NOTES.clear()
     try:
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
@@ -56,9 +56,10 @@ def run(args) -> int:
     except Interrupted as e:  # the work so far was saved; the message says how to continue
         print(f"glassformer: {e}", file=sys.stderr)
         return 128 + e.signum
-    except KeyboardInterrupt:
-        print("glassformer: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupts.Stopped), anywhere in it
+        signum = interrupts.acted_on(e)
+        print(interrupts.LINE, file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:  # `glassformer ... | head`: the reader has all it wanted
         _drop_stdout()
         return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from glassformer import interrupts
 from glassformer.cli.common import dtype_arg, engine_dtype, integer
 from glassformer.errors import GlassformerError, install_hint
 
@@ -85,7 +86,8 @@ def cmd_serve(args) -> int:
     print(f"glassformer explorer: {url}  ({len(registry.entries)} models; Ctrl-C stops it)")
     sys.stdout.flush()
     try:
-        server.run(sockets=[sock])
+        with interrupts.handed_over():  # uvicorn takes the signals while it serves
+            server.run(sockets=[sock])
     finally:
         sock.close()
     return 0

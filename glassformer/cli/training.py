@@ -481,17 +481,17 @@ class _Progress:
     """The training callback: a tqdm bar with loss, tokens/s and ETA; a line per evaluation."""
 
     def __init__(self, total: int, disable: bool = False, notes: list[str] | None = None):
+        from tqdm import tqdm  # here, not at the start: a stop while it imports is said alone
+
         self.total, self.disable, self.notes = total, disable, notes or []
-        self.bar = None
+        self.bar, self.tqdm = None, tqdm
 
     def __call__(self, event) -> None:
-        from tqdm import tqdm
-
         m = event.metrics
         if event.kind == "start":  # the run is set up (and resumed): say what it is, then draw
             for note in self.notes:
                 print(note, file=sys.stderr, flush=True)
-            self.bar = tqdm(
+            self.bar = self.tqdm(
                 total=self.total,
                 initial=event.step,
                 disable=self.disable,
@@ -499,7 +499,6 @@ class _Progress:
                 dynamic_ncols=True,
                 file=sys.stderr,
             )
-            self.tqdm = tqdm
         elif event.kind == "step":
             self.bar.n = event.step
             self.bar.set_postfix(
