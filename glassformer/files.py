@@ -43,6 +43,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from glassformer import interrupts
 from glassformer.errors import GlassformerError
 
 
@@ -460,23 +461,27 @@ def locked(path: str | Path, command: str) -> Iterator[dict | None]:
         finally:
             _HELD[lock][1] -= 1
         return
-    check_writable(lock)
-    fd, previous = _acquire(lock, Path(path))
-    record = {"pid": os.getpid(), "command": command, "since": _now()}
+    held = False
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(record).encode(), 0)
-    except OSError as e:  # a full disk
-        _unlink(lock)
-        os.close(fd)
-        raise _write_error(lock, e) from None
-    _HELD[lock] = [fd, 1]
-    try:
+        with interrupts.whole():  # a Ctrl-C waits until the lock is ours and its removal is due
+            check_writable(lock)
+            fd, previous = _acquire(lock, Path(path))
+            record = {"pid": os.getpid(), "command": command, "since": _now()}
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(record).encode(), 0)
+            except OSError as e:  # a full disk
+                _unlink(lock)
+                os.close(fd)
+                raise _write_error(lock, e) from None
+            _HELD[lock], held = [fd, 1], True
         yield previous
     finally:
-        del _HELD[lock]
-        _unlink(lock)  # before the release: a later writer makes and locks a new file
-        os.close(fd)
+        if held:
+            with interrupts.whole():  # removed whole, even by a Ctrl-C on the way out
+                del _HELD[lock]
+                _unlink(lock)  # before the release: a later writer makes and locks a new file
+                os.close(fd)
 
 
 def _acquire(lock: Path, path: Path) -> tuple[int, dict | None]:

@@ -13,21 +13,21 @@ torch`, 3-4 s on a loaded machine, and a poll could miss the gap before the next
 training's save-on-signal handler, installed later, replaced the hold and trained through it.
 
 So one handler, the gate, takes both signals: while the package imports (`hold_during_imports`)
-and, for the command line, from `import glassformer.cli` (`install`) to the end of `main`
-(`command`). A signal is raised at once as `Stopped` (a KeyboardInterrupt, so that every cleanup
-meant for a Ctrl-C runs, that says which signal), except while a module is being imported (C
-code may be on the stack, unseen) or inside a `whole()` block: there it is held, and raised when
+and, for the command line, from there on (kept by `import glassformer.cli`, `install`) to the end
+of `main` (`command`). A signal is raised at once as `Stopped` (a KeyboardInterrupt, so that every
+cleanup meant for a Ctrl-C runs, that says which signal), except while a module is being imported
+(C code may be on the stack, unseen) or inside a `whole()` block: there it is held, and raised when
 the next import started by Python code ends (an import statement, importlib or runpy; not one a C
-initialiser started, and none inside one), which is milliseconds during start-up (0.75 s at
-most, measured in `import torch`), or at the end of the block. The gate wraps importlib's
-`_find_and_load` to see those ends. A library that takes the signals itself for a while (the
-explorer's server) is handed one that arrives as it starts (`handed_over`). Inside a command, a
-stop that something swallowed anyway (a C API that drops errors, a `__del__`) is raised again
+initialiser started, and none inside one), which is milliseconds during start-up (0.75 s at most,
+measured in `import torch`), or at the end of the block (argparse's parsing; the taking and the
+removal of an output folder's lock file, which a stop must not leave behind). The gate wraps
+importlib's `_find_and_load` to see those ends. A library that takes the signals itself for a while
+(the explorer's server) is handed one that arrives as it starts (`handed_over`). Inside a command,
+a stop that something swallowed anyway (a C API that drops errors, a `__del__`) is raised again
 every `AGAIN_S` until the command acts on it (`acted_on`); training takes over a stop that came
 before its first step (`take`) and stops without training or writing. A Stopped that nothing
-catches (the package's import interrupted) is one line, `glassformer: interrupted`, and the
-program then ends by the signal itself, as Python ends on an uncaught Ctrl-C (130 or 143 in a
-shell).
+catches (the package's import interrupted) is one line, `glassformer: interrupted`, and the program
+then ends by the signal itself, as Python ends on an uncaught Ctrl-C (130 or 143 in a shell).
 
 The gate is installed only in the main thread, and only for a signal that still has Python's
 default handling (a program that set its own keeps it). Light on purpose: it runs before NumPy is
@@ -173,11 +173,11 @@ class _Whole:
 
     def __exit__(self, *exc) -> None:
         self.gate.blocks -= 1
-        if exc[0] is None:
-            self.gate.deliver()
+        self.gate.deliver()  # an error on its way out too: a stop still comes first, as Ctrl-C's
 
 
 _gate: Gate | None = None  # the gate in force, if any
+_NOBODY = Gate()  # never installed: no signal reaches it
 
 
 def _find_and_load(name, import_):
@@ -217,7 +217,10 @@ def _from_python(frame) -> bool:
 
 class hold_during_imports:  # noqa: N801 (used as a function: `with hold_during_imports():`)
     """The gate for this block (the package's own imports), given back at its end unless one was
-    already in force; `as` gives the gate."""
+    already in force, or unless the package is being imported on the way to its command line:
+    then the gate stays for `glassformer.cli` to keep (given back, a signal in between, as the
+    command line's package starts to import, was Python's: SIGTERM ended it with no word).
+    `as` gives the gate."""
 
     def __enter__(self) -> Gate:
         self.mine = _gate is None
@@ -225,13 +228,27 @@ class hold_during_imports:  # noqa: N801 (used as a function: `with hold_during_
         return self.gate
 
     def __exit__(self, *exc) -> None:
-        if self.mine:
+        if self.mine and exc[0] is None and _for_the_command_line(sys._getframe(1)):
+            self.gate.kept = self.gate.installed
+        elif self.mine:
             self.gate.uninstall()
+
+
+def _for_the_command_line(frame) -> bool:
+    """Whether an import of `glassformer.cli` is under way below `frame`: the console script's
+    `from glassformer.cli import main`, or runpy's `python -m glassformer.cli` (torchrun's too)."""
+    while frame is not None:
+        if frame.f_code.co_filename in ("<frozen importlib._bootstrap>", "<frozen runpy>"):
+            name = frame.f_locals.get("name") or frame.f_locals.get("mod_name")
+            if name == "glassformer.cli" or str(name).startswith("glassformer.cli."):
+                return True
+        frame = frame.f_back
+    return False
 
 
 def install() -> Gate:
     """The gate, in force from here until a `command()` adopts it and gives it back at its end
-    (the command line's package installs it as it starts to import)."""
+    (the command line's package installs it, or keeps the package's, as it starts to import)."""
     if _gate is not None:
         return _gate
     gate = Gate().install()
@@ -292,6 +309,12 @@ class handed_over:  # noqa: N801 (used as a function: `with handed_over():`)
             gate.blocks -= 1
             if exc[0] is None:
                 gate.deliver()
+
+
+def whole() -> _Whole:
+    """A block that a stop must not cut in two (a lock file made but not yet due for removal):
+    a signal waits for its end, then is raised there. Nothing is held without a gate."""
+    return (_gate or _NOBODY).whole()
 
 
 def take() -> int | None:

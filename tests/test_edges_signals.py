@@ -426,3 +426,50 @@ with interrupts.command():
 print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)
 """
     assert _python(code) == ["stopped", str(int(INT)), "True"]
+
+
+@pytest.mark.parametrize("signum", [INT, TERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("launch", ["console-script", "runpy"])
+def test_a_signal_as_the_command_line_starts_to_import_is_said(launch, signum, models):
+    """Between the end of `import glassformer` and the command line's own start (the gate was
+    given back there, and SIGTERM ended the process with no word): one line, by the signal."""
+    start = {
+        "console-script": "sys.argv = ['glassformer', *sys.argv[1:]]\n"
+        "from glassformer.cli import main\nsys.exit(main())",
+        "runpy": "import runpy\nrunpy._run_module_as_main('glassformer.cli')",
+    }[launch]
+    code = f"""
+import os, sys
+class Trigger:
+    def find_spec(self, name, path=None, target=None):
+        if name == "glassformer.cli" and not hasattr(self, "sent"):
+            self.sent = os.kill(os.getpid(), {int(signum)})
+sys.meta_path.insert(0, Trigger())
+{start}
+"""
+    argv = ["generate", str(models / "run"), "to be", "--max-new-tokens", "3"]
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                       env=ENV, cwd=ROOT, timeout=120)  # fmt: skip
+    assert (r.returncode, r.stderr) in ((128 + signum, LINE + "\n"), (-signum, LINE + "\n")), r
+
+
+def test_a_ctrl_c_as_the_lock_is_taken_leaves_nothing_beside_the_folder(tmp_path):
+    """The lock file of --out made, and a Ctrl-C at once (before its removal was due, it was
+    left behind): the command says its line and the folder's parent is as it was."""
+    code = """
+import os, signal, sys
+from glassformer import files
+acquire = files._acquire
+def _acquire(lock, path):
+    taken = acquire(lock, path)
+    os.kill(os.getpid(), signal.SIGINT)
+    return taken
+files._acquire = _acquire
+from glassformer.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+    argv = ["init", str(tmp_path / "new"), "--preset", "tiny"]
+    r = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True,
+                       env=ENV, cwd=ROOT, timeout=120)  # fmt: skip
+    assert (r.returncode, r.stderr) == (130, LINE + "\n"), r
+    assert list(tmp_path.iterdir()) == []
