@@ -166,7 +166,8 @@ ARGS: dict[str, Arg] = {
     "token_kind": Text(one=True),
     "max_rows": Int("", None, 1),
     "max_cols": Int("", None, 1),
-    "digits": Int("", None, 1),
+    # a float64 has 17 significant digits; a precision of 10**8 made each cell a 100 MB string
+    "digits": Int("in [1, 17]", None, 1, 18),
 }
 
 # Where a method's **keyword arguments go: (the rows' method, {name: default}) of the function

@@ -262,6 +262,13 @@ case(
 case("render only=''", lambda m: render(m, only=""), "keeps every step", error=GlassformerError)
 case("render only=5", lambda m: render(m, only=5), "only=5: must be a str")
 case("render max_rows=0", lambda m: render(m, max_rows=0), "max_rows=0: must be >= 1")
+# a precision of 10**8 wrote each number as a 100 MB string: the drive's worker ran out of memory
+case(
+    "render digits=10**8",
+    lambda m: render(m, digits=10**8),
+    r"digits=100000000: must be in \[1, 17\]",
+)
+case("render digits=18", lambda m: render(m, digits=18), r"digits=18: must be in \[1, 17\]")
 case("render a dict", lambda m: __import__("glassformer.explain.text").explain.text.render({}),
      "trace=<dict>: must be a glassformer.trace.Trace")  # fmt: skip
 
