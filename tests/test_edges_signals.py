@@ -116,7 +116,7 @@ def attend_with_cache(*args, **kwargs):  # the learner's code takes its time
 @pytest.fixture(scope="module")
 def models(tmp_path_factory) -> Path:
     """run (a char LM trained 2 steps, with its training state), hello (the article's
-    encoder-decoder), the corpus, 1000 lines to translate, and two learners' files for exercise
+    encoder-decoder), the corpus, 30,000 lines to translate, and two learners' files for exercise
     16: the right answer, and the right answer slowly."""
     d = tmp_path_factory.mktemp("signal-models")
     corpus = d / "corpus.txt"
@@ -125,7 +125,7 @@ def models(tmp_path_factory) -> Path:
     assert main(["train", "lm", "--out", str(d / "run"), "--data", str(corpus), "--quiet",
                  *TINY, *short]) == 0  # fmt: skip
     assert main(["init", str(d / "hello"), "--preset", "hello-world", "--seed", "1"]) == 0
-    (d / "lines.txt").write_text("hello world\n" * 1000)
+    (d / "lines.txt").write_text("hello world\n" * 30000)
     right = (ROOT / "tests" / "exercise_solutions.py").read_text()
     (d / "right.py").write_text(right)
     (d / "slow.py").write_text(right + SLOW)
@@ -134,7 +134,7 @@ def models(tmp_path_factory) -> Path:
 
 def _argv(command: str, models: Path, here: Path) -> list[str]:
     """The command line of a row that runs in folder `here` (its own)."""
-    gen = ["generate", str(models / "run"), "to be", "--max-new-tokens", "5000"]
+    gen = ["generate", str(models / "run"), "to be", "--max-new-tokens", "100000"]
     train = ["train", "lm", "--data", str(models / "corpus.txt"), "--quiet"]
     return {
         "train": [*train, "--out", str(here / "new"), *TINY, "--set", "max_steps=400"],
