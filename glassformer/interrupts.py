@@ -235,22 +235,36 @@ class hold_during_imports:  # noqa: N801 (used as a function: `with hold_during_
 
 
 def _for_the_command_line(frame) -> bool:
-    """Whether an import of `glassformer.cli` is under way below `frame`: the console script's
-    `from glassformer.cli import main`, or runpy's `python -m glassformer.cli` (torchrun's too)."""
+    """Whether an import of `glassformer.cli` for the program's command line is under way below
+    `frame`: the console script's `from glassformer.cli import main` (an import by the `__main__`
+    module), or runpy's `python -m glassformer.cli` (torchrun's too). An import by other code (a
+    test module, a library that calls `main([...])` later) is not: it keeps Python's handling of
+    the signals, and each `main()` takes them for its own command (`command`)."""
+    importing = False
     while frame is not None:
-        if frame.f_code.co_filename in ("<frozen importlib._bootstrap>", "<frozen runpy>"):
-            name = frame.f_locals.get("name") or frame.f_locals.get("mod_name")
+        where = frame.f_code.co_filename
+        if where == "<frozen runpy>":
+            name = frame.f_locals.get("mod_name")
             if name == "glassformer.cli" or str(name).startswith("glassformer.cli."):
                 return True
+        elif where.startswith("<frozen importlib"):
+            name = frame.f_locals.get("name")
+            importing |= name == "glassformer.cli" or str(name).startswith("glassformer.cli.")
+        elif importing:  # the code whose import statement asked for glassformer.cli
+            return frame.f_globals.get("__name__") == "__main__"
         frame = frame.f_back
     return False
 
 
-def install() -> Gate:
-    """The gate, in force from here until a `command()` adopts it and gives it back at its end
-    (the command line's package installs it, or keeps the package's, as it starts to import)."""
+def install() -> Gate | None:
+    """The gate, in force from here until a `command()` adopts it and gives it back at its end,
+    when the command line's package is being imported to run the program (`_for_the_command_line`:
+    it installs the gate, or keeps the package's, as it starts to import); else None, nothing
+    taken."""
     if _gate is not None:
         return _gate
+    if not _for_the_command_line(sys._getframe(1)):
+        return None
     gate = Gate().install()
     gate.kept = gate.installed
     return gate

@@ -473,3 +473,27 @@ sys.exit(main(sys.argv[1:]))
                        env=ENV, cwd=ROOT, timeout=120)  # fmt: skip
     assert (r.returncode, r.stderr) == (130, LINE + "\n"), r
     assert list(tmp_path.iterdir()) == []
+
+
+LIBRARY = """
+import signal, sys
+sys.path.insert(0, sys.argv[1])
+import {importer}
+print(signal.getsignal(signal.SIGINT) is signal.default_int_handler,
+      signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)
+"""
+
+
+@pytest.mark.parametrize("importer", ["user", "script"])
+def test_only_the_program_takes_the_signals_when_the_command_line_is_imported(importer, tmp_path):
+    """`import glassformer.cli` by a module of a program (a test, a library that calls main()
+    later) leaves SIGINT and SIGTERM as Python has them (each main() takes them for its command);
+    by the `__main__` module, as the console script imports it, the gate takes them at once."""
+    (tmp_path / "user.py").write_text("from glassformer.cli import main\n")
+    code = LIBRARY.format(importer="user") if importer == "user" else (
+        LIBRARY.replace("import {importer}", "from glassformer.cli import main"))  # fmt: skip
+    r = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                       text=True, env=ENV, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    python_s = {"user": "True True", "script": "False False"}[importer]
+    assert r.stdout.split("\n")[0] == python_s, r.stdout

@@ -652,6 +652,26 @@ def test_a_real_ctrl_c_stops_the_python_check_but_the_learners_own_does_not():
     assert "raised by your code" in E.check(6, fn).error
 
 
+def test_a_sigterm_the_command_lines_gate_takes_stops_the_python_check_too():
+    """Under the command line's gate (glassformer.interrupts), a SIGTERM while the learner's
+    function runs is raised as Stopped: a real stop, never the learner's answer."""
+    import signal
+
+    from glassformer import interrupts
+
+    def terminated(A, keep, p):
+        signal.raise_signal(signal.SIGTERM)
+        return A * keep / (1 - p)
+
+    with interrupts.command() as gate, pytest.raises(interrupts.Stopped) as e:
+        try:
+            E.check(6, terminated)
+        finally:
+            interrupts.acted_on(gate.received and interrupts.Stopped(gate.received))
+    assert e.value.signum == signal.SIGTERM
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the gate gave it back
+
+
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), 10**400, True, "5", None])
 def test_check_file_refuses_a_timeout_that_is_not_a_positive_number(bad, tmp_path):
     path = tmp_path / "ex06_dropout.py"

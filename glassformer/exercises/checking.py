@@ -31,6 +31,7 @@ import numpy as np
 
 from glassformer.exercises.base import AnswerError, Case, Exercise, ExerciseError, kind_of, shown
 from glassformer.exercises.catalogue import exercise
+from glassformer.interrupts import Stopped
 
 RTOL, ATOL = 1e-6, 1e-8  # float64 implementations agree far closer; mistakes differ far more
 PACKAGE = str(Path(__file__).resolve().parents[1])
@@ -175,8 +176,8 @@ def _real_interrupts():
         seen.append(signum)
         previous(signum, frame)  # Python's default raises; a program's own handler decides
 
-    def real(e: BaseException) -> bool:
-        return bool(seen) and isinstance(e, KeyboardInterrupt)
+    def real(e: BaseException) -> bool:  # Stopped: the command line's gate took the signal
+        return isinstance(e, Stopped) or (bool(seen) and isinstance(e, KeyboardInterrupt))
 
     installed = False
     if callable(previous):
