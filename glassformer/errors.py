@@ -40,6 +40,14 @@ class OutputExists(GlassformerError, FileExistsError):
     """A writer was asked to replace an existing file or folder without overwrite=True."""
 
 
+def yes_or_no(overwrite) -> bool:
+    """`overwrite` as the library's writers take it: True or False itself ('no' and 1 are not
+    a yes, as any truthy value would be), else one InputError line."""
+    if overwrite is not True and overwrite is not False:
+        raise InputError(f"overwrite={overwrite!r}: must be True or False")
+    return overwrite
+
+
 class TraceError(GlassformerError, KeyError):
     """A step name that the trace did not record (a KeyError, so `in`-style code keeps working)."""
 

@@ -23,7 +23,13 @@ from typing import Literal, get_args
 import numpy as np
 
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, GlassformerError, InputError, OutputExists
+from glassformer.errors import (
+    CheckpointError,
+    GlassformerError,
+    InputError,
+    OutputExists,
+    yes_or_no,
+)
 from glassformer.files import FileError, check_writable, member, read_json, write_directory
 
 __all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
@@ -366,10 +372,8 @@ def save(
 def refuse_existing(path: str | Path, overwrite: bool) -> None:
     """The library's rule for every folder it writes: nothing there is replaced unless
     overwrite=True (an empty folder is free). overwrite is True or False itself: 'no' is not."""
-    if overwrite is not True and overwrite is not False:
-        raise InputError(f"overwrite={overwrite!r}: must be True or False")
     p = Path(path)
-    if overwrite or not p.is_dir() or not any(p.iterdir()):
+    if yes_or_no(overwrite) or not p.is_dir() or not any(p.iterdir()):
         return  # a file there is never replaced, overwrite or not: files.building refuses it
     raise OutputExists(
         f"{p} already holds files; pass overwrite=True to replace it, or choose another folder"

@@ -12,6 +12,8 @@ be the one the library's row says (`cli`), so that the two cannot drift apart.
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -349,6 +351,28 @@ case(
     ),
     "overwrite='no': must be True or False",
 )
+
+
+def start_again(value):
+    """exercises.start over a learner's own file with overwrite=value (in a folder of its own)."""
+    from glassformer import exercises
+
+    folder = Path(tempfile.mkdtemp())
+    path = exercises.start(1, folder)
+    path.write_text("my work")
+    try:
+        exercises.start(1, folder, overwrite=value)
+    finally:
+        assert path.read_text() == "my work"
+        shutil.rmtree(folder)
+
+
+for value in ("no", 1):
+    case(
+        f"exercises.start overwrite={value!r}",
+        lambda m, v=value: start_again(v),
+        f"overwrite={value!r}: must be True or False",
+    )
 case("save dtype int8", lambda m: m.dec.save(m.tmp / "out", dtype="int8"), "dtype='int8'")
 case("save path None", lambda m: m.dec.save(None), "path=None: must be a path")
 

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from glassformer import files
-from glassformer.errors import OutputExists
+from glassformer.errors import OutputExists, yes_or_no
 from glassformer.exercises.base import Exercise
 from glassformer.exercises.catalogue import EXERCISES, exercise
 
@@ -59,7 +59,7 @@ def start(number, folder: str | Path = ".", overwrite: bool = False) -> Path:
     existing file is replaced only with overwrite=True. The path written."""
     ex: Exercise = exercise(number)
     path = Path(folder) / ex.filename
-    if path.exists() and not overwrite:
+    if path.exists() and not yes_or_no(overwrite):
         raise OutputExists(
             f"{path} already exists (your work?); give --overwrite to replace it with a fresh "
             "stub, or choose another folder"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from glassformer.errors import InputError, OutputExists, TokenizerError
+from glassformer.errors import OutputExists, TokenizerError, yes_or_no
 from glassformer.files import FileError, parse_json, read_limited, write_file
 from glassformer.tokenizer.base import (
     DEFAULT_SPECIALS,
@@ -98,9 +98,7 @@ def load(path: str | Path) -> Tokenizer:
 
 def save(tok: Tokenizer, path: str | Path, overwrite: bool = False) -> None:
     """Write the tokenizer as UTF-8 JSON, atomically; an existing file only with overwrite=True."""
-    if overwrite is not True and overwrite is not False:  # 'no' does not mean yes
-        raise InputError(f"overwrite={overwrite!r}: must be True or False")
-    if Path(path).exists() and not overwrite:
+    if Path(path).exists() and not yes_or_no(overwrite):
         raise OutputExists(f"{path} already exists; pass overwrite=True to replace it")
     write_file(path, (tok.to_json() + "\n").encode("utf-8"))
 
