@@ -17,6 +17,7 @@ import json
 import math
 import numbers
 import os
+import stat
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -30,7 +31,7 @@ from glassformer.errors import (
     OutputExists,
     yes_or_no,
 )
-from glassformer.files import FileError, check_writable, member, read_json, write_directory
+from glassformer.files import FileError, check_writable, kind, member, read_json, write_directory
 
 __all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
 
@@ -517,9 +518,11 @@ def load(path: str | Path, dtype=np.float64):
     from glassformer import tokenizer as tok
 
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    if path.exists() and not path.is_dir():  # a file, a FIFO, a device: said as what it is
+        mode = path.stat().st_mode
+        what = "a file" if stat.S_ISREG(mode) else kind(mode)
         raise CheckpointError(
-            f"checkpoint {path} not found: it is a file, not a directory; give a checkpoint folder"
+            f"checkpoint {path} not found: it is {what}, not a directory; give a checkpoint folder"
         )
     if not path.is_dir():
         raise CheckpointError(

@@ -153,6 +153,10 @@ OPTIONS = [  # (argv with X for the path, the kinds of path given to it)
 for argv, kinds in OPTIONS:
     for k in kinds:
         CASES.append(Case(SPECIAL, [k if a == "X" else a for a in argv], KINDS[k], setup=specials))
+# a checkpoint folder that is a special file: said as what it is (it read "a file")
+for k, what in ((FIFO, "a FIFO (named pipe)"), (ZERO, "a character device"), (SOCK, "a socket")):
+    says = f"it is {what}, not a directory"
+    CASES.append(Case(SPECIAL, ["generate", k, "to be"], says, setup=specials))
 # exercises check refuses with its own words (exercises/sandbox.py), a FIFO never opened.
 for k in ("{tmp}/fifo", "/dev/zero"):
     CASES.append(
