@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import resource
 import signal
 import socket
@@ -53,7 +54,7 @@ from glassformer import files, nanogpt  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError, GlassformerError  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
-from glassformer.serve.app import BODY_TIMEOUT  # noqa: E402
+from glassformer.serve.deadlines import BODY_TIMEOUT  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES: list = []
@@ -476,10 +477,10 @@ class Warnings(logging.Handler):
 
 @pytest.fixture(scope="module")
 def server(models):
-    """A real uvicorn server on a free port (the explorer over dec), its body deadline BOUND;
+    """A real uvicorn server on a free port (the explorer over dec), its deadlines BOUND;
     the log's warnings collected (attached once uvicorn has configured its loggers)."""
     explorer = Explorer(Registry([models / "dec"], walkthroughs=False))
-    with serving(explorer, body_timeout=BOUND) as url:
+    with serving(explorer, body_timeout=BOUND, header_timeout=BOUND) as url:
         warnings = Warnings()
         log = logging.getLogger("uvicorn.error")
         log.addHandler(warnings)
@@ -560,6 +561,93 @@ def test_a_body_that_does_not_come_is_closed_at_the_deadline(server, row):
     path = row.parts[0].split(b" ")[1].decode()
     assert len(new) == 1 and f"POST {path} from 127.0.0.1:" in new[0], new
     assert f"did not arrive within {BOUND:g} s; closed with 408 Request Timeout" in new[0]
+
+
+GET = b"GET /api/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+HEAD = head("/api/run", f"Content-Length: {len(BODY)}")
+
+
+@dataclass
+class Head:
+    family: str
+    name: str
+    parts: list  # bytes sent one after another, `gap` seconds apart
+    answers: list  # the statuses answered, in order (408 last: closed at the header deadline)
+    said: bool  # one line in the log (a connection that sent nothing is closed without a word)
+    gap: float = 0.0
+    late: int = 0  # the part that begins the request left unfinished (its deadline's start)
+    id: str = field(default="")
+
+
+HEADS = [
+    Head("server-body", "headers cut off", [HEAD[:40]], [408], True),
+    Head("server-body", "a request line only", [b"GET /api/models HTTP/1.1\r\n"], [408], True),
+    Head("server-body", "headers trickled too slowly", [HEAD[i : i + 4] for i in range(0, 80, 4)],
+         [408], True, gap=0.15),
+    Head("server-body", "a connection that sends nothing", [], [], False),
+    Head("server-body", "a second request's headers cut off", [GET, GET[:30]], [200, 408], True,
+         gap=0.3, late=1),
+    Head("server-body", "headers sent in pieces inside the bound",
+         [HEAD[:30], HEAD[30:60], HEAD[60:] + BODY], [200], False, gap=0.12),
+]  # fmt: skip
+CASES += HEADS
+
+
+def statuses(answer: bytes) -> list[int]:
+    """The status of every answer read on one connection, in order."""
+    return [int(s) for s in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer)]
+
+
+@pytest.mark.parametrize("row", HEADS, ids=[h.name for h in HEADS])
+def test_headers_that_do_not_come_are_closed_at_the_deadline(server, row):
+    """Raw bytes on one connection (sent from a thread), read until the server closes it: the
+    answers expected; closed within [BOUND, BOUND + MARGIN] of the first byte of the request left
+    unfinished (or of the opening); one log line, or none."""
+    port, _, warnings = server
+    before = len(warnings.lines)
+    c = socket.create_connection(("127.0.0.1", port), timeout=BOUND + MARGIN + 5)
+    sent = [time.monotonic()]  # the opening, then each part
+
+    def send():
+        for n, part in enumerate(row.parts):
+            if n and row.gap:
+                time.sleep(row.gap)
+            try:
+                c.sendall(part)
+            except OSError:  # closed by the server meanwhile: the point of the test
+                return
+            sent.append(time.monotonic())
+
+    sender = threading.Thread(target=send, daemon=True)
+    sender.start()
+    answer = b""
+    try:
+        if row.answers == [200]:  # answered in full: the server keeps the connection (keep-alive)
+            while not (answer.startswith(b"HTTP/1.1 200") and _complete(answer)):
+                answer += c.recv(65536)
+        else:
+            while chunk := c.recv(65536):
+                answer += chunk
+    except TimeoutError:
+        pytest.fail(f"the connection is still open after {BOUND + MARGIN + 5} s: {answer[:200]!r}")
+    finally:
+        closed = time.monotonic()
+        c.close()
+        sender.join(5)
+    assert statuses(answer) == row.answers, answer[:300]
+    if row.answers[-1:] == [408] or not row.answers:
+        elapsed = closed - sent[row.late + 1 if row.parts else 0]
+        assert BOUND * 0.9 <= elapsed <= BOUND + MARGIN, elapsed
+    if 408 in row.answers:
+        assert b"\r\nconnection: close\r\n" in answer.lower()
+        said = f"the request's headers did not arrive within {BOUND:g} s"
+        assert json.loads(answer.rpartition(b"\r\n\r\n")[2]) == {"error": said}
+    time.sleep(0.05)
+    new = warnings.lines[before:]
+    assert len(new) == row.said, new
+    if row.said:
+        assert "from 127.0.0.1:" in new[0], new
+        assert f"its headers did not arrive within {BOUND:g} s; closed with 408" in new[0], new
 
 
 def test_other_clients_are_answered_while_bodies_hang(server):

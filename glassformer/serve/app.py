@@ -25,7 +25,6 @@ answering while a model runs. Nothing here prints; uvicorn logs warnings and err
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import ipaddress
 import json
@@ -46,15 +45,17 @@ from starlette.routing import Route
 from glassformer.errors import GlassformerError
 from glassformer.explain.html_pieces import asset
 from glassformer.serve.api import Explorer, RequestError, dumps
+from glassformer.serve.deadlines import (
+    BODY_TIMEOUT,
+    HEADER_TIMEOUT,
+    BodyDeadline,
+    header_deadline,
+)
 from glassformer.serve.sessions import NotFound, Unavailable
 
 log = logging.getLogger("uvicorn.error")
 
 MAX_BODY = 512 * 1024  # bytes of a request body
-# Seconds a request's whole body has to arrive in, from its headers on: the explorer's largest
-# body (MAX_BODY) takes a fraction of a second even on a slow link; uvicorn times out only idle
-# keep-alive connections, never a body that stops coming.
-BODY_TIMEOUT = 10.0
 ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
     "report.css": "text/css; charset=utf-8",
     "heatmap.js": "text/javascript; charset=utf-8",
@@ -146,66 +147,6 @@ class HostCheck:
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-class BodyTimeout(Exception):
-    """The body of a request did not arrive within its deadline (raised from `receive`)."""
-
-
-class BodyDeadline:
-    """Close a request whose body has not arrived in full `seconds` after its headers: a client
-    that announces a body (a Content-Length, or chunks) and then sends part of it, nothing, too
-    slowly, or chunks without end would otherwise hold its connection and a task for ever. The
-    answer is 408 Request Timeout with Connection: close (when no answer has started), and one
-    line in the log. The deadline covers the body only: once the last of it has come, the work
-    and the answer take the time they need."""
-
-    def __init__(self, app, seconds: float = BODY_TIMEOUT):
-        self.app = app
-        self.seconds = seconds
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.seconds
-        body_done = answered = False
-
-        async def timed_receive():
-            nonlocal body_done
-            if body_done:  # after the body: only the disconnect that a response listens for
-                return await receive()
-            try:
-                message = await asyncio.wait_for(receive(), max(deadline - loop.time(), 0))
-            except TimeoutError:
-                raise BodyTimeout from None
-            body_done = message["type"] != "http.request" or not message.get("more_body")
-            return message
-
-        async def watched_send(message):
-            nonlocal answered
-            answered = answered or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, timed_receive, watched_send)
-        except BodyTimeout:
-            client = scope.get("client")
-            log.warning(
-                "glassformer explorer: %s %s from %s: the body did not arrive within %g s; "
-                "closed with 408 Request Timeout", scope["method"], scope["path"][:80],
-                f"{client[0]}:{client[1]}" if client else "a client", self.seconds,
-            )  # fmt: skip
-            if answered:  # an answer under way cannot change: uvicorn closes the connection
-                return
-            response = error(
-                408,
-                f"the request's body did not arrive within {self.seconds:g} s of its headers; "
-                "send the whole body at once",
-            )
-            response.headers["Connection"] = "close"
-            await response(scope, receive, send)
 
 
 def json_response(data, status: int = 200) -> Response:
@@ -457,9 +398,11 @@ def make_server(
     port: int = 8000,
     log_level="warning",
     body_timeout: float = BODY_TIMEOUT,
+    header_timeout: float = HEADER_TIMEOUT,
 ):
     """(uvicorn.Server, bound socket, URL): call `server.run(sockets=[sock])` to serve; set
-    `server.should_exit = True` to stop. body_timeout: see `BodyDeadline`."""
+    `server.should_exit = True` to stop. body_timeout, header_timeout: the seconds a request's
+    body and headers have to arrive in (`deadlines`)."""
     import uvicorn
 
     sock = bind(host, port)
@@ -470,6 +413,7 @@ def make_server(
     hosts = ([] if a is not None else [host]) if is_loopback(bound) else ["*"]
     config = uvicorn.Config(
         create_app(explorer, hosts, body_timeout),
+        http=header_deadline(header_timeout),
         log_level=log_level,
         access_log=False,
         lifespan="off",
@@ -481,12 +425,18 @@ def make_server(
 
 @contextlib.contextmanager
 def serving(
-    explorer: Explorer, host: str = "127.0.0.1", port: int = 0, body_timeout: float = BODY_TIMEOUT
+    explorer: Explorer,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    body_timeout: float = BODY_TIMEOUT,
+    header_timeout: float = HEADER_TIMEOUT,
 ):
     """The explorer served from a background thread while the block runs: yields its URL (port
     0: a free one); stopped at the end. For tests and screenshots; `glassformer serve` runs
     `make_server` in the foreground."""
-    server, sock, url = make_server(explorer, host, port, body_timeout=body_timeout)
+    server, sock, url = make_server(
+        explorer, host, port, body_timeout=body_timeout, header_timeout=header_timeout
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
