@@ -422,7 +422,7 @@ WAVE_35: list[Mutation] = [
       CHK, "    except BaseException as e:\n        if real is not None and real(e):",
       "    except Exception as e:\n        if real is not None and real(e):", issue=35),
     m("ex-raised-interrupt-is-real", "exercises", "a KeyboardInterrupt the learner raises stops the check as a Ctrl-C",
-      CHK, "return bool(seen) and isinstance(e, KeyboardInterrupt)", "return isinstance(e, KeyboardInterrupt)"),
+      CHK, "(bool(seen) and isinstance(e, KeyboardInterrupt))", "isinstance(e, KeyboardInterrupt)"),
     m("ex-outermost-frame", "exercises", "the error names the outermost frame, not the deepest",
       CHK, "return (mine or outside or [None])[-1]", "return (mine or outside or [None])[0]"),
 ]  # fmt: skip
