@@ -50,10 +50,12 @@ def first_nonfinite(trace: Trace) -> tuple[str, str] | None:
         v = np.asarray(step.values)
         if v.dtype.kind not in "fc" or np.isfinite(v).all():
             continue
+        bad = ~np.isfinite(v)
         if step.name.endswith(".scaled") or step.name.endswith(".mask"):
-            if not np.isnan(v).any() and not np.isposinf(v).any():
-                continue  # -inf is how masked scores are written
-        where = tuple(int(i) for i in np.argwhere(~np.isfinite(v))[0])
+            bad = np.isnan(v) | np.isposinf(v)  # -inf is how masked scores are written
+            if not bad.any():
+                continue
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
         kind = "NaN" if np.isnan(v[where]) else "inf"
         return step.name, f"{kind} at {list(where)}"
     return None

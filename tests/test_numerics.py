@@ -41,12 +41,13 @@ def test_masked_scores_pass_only_as_minus_infinity():
     assert first_nonfinite(_trace(h__scaled=masked, h__mask=masked)) is None
     assert first_nonfinite(_trace(h__scores=masked)) == ("h.scores", "inf at [0, 1]")
     for bad, kind in ((np.nan, "NaN"), (np.inf, "inf")):
-        x = masked.copy()
-        x[0, 0] = bad  # (before the masked -inf: the place named is the first non-finite one)
-        assert first_nonfinite(_trace(h__scaled=masked, g__scaled=x)) == (
-            "g.scaled",
-            f"{kind} at [0, 0]",
-        )
+        for at in ([0, 0], [1, 1]):  # before the masked -inf, and after it
+            x = masked.copy()
+            x[tuple(at)] = bad  # the place named is the NaN or +inf, never the masked -inf
+            assert first_nonfinite(_trace(h__scaled=masked, g__scaled=x)) == (
+                "g.scaled",
+                f"{kind} at {at}",
+            )
 
 
 def test_a_finite_batch_whose_sum_overflows_is_finite():

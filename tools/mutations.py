@@ -369,7 +369,7 @@ WAVE_35: list[Mutation] = [
       TRC, "return v if v.dtype == bool or v.dtype == self.dtype else v.astype(self.dtype)", "return v"),
     # -- numerics.py: where non-finite values start -------------------------------------------------
     m("num-masked-nan-ignored", "numerics", "a NaN among masked scores passes as masking",
-      NUM, "if not np.isnan(v).any() and not np.isposinf(v).any():", "if True:"),
+      NUM, "bad = np.isnan(v) | np.isposinf(v)", "bad = np.isposinf(v)"),
     m("num-last-bad-row", "numerics", "the error names the last failing row, not the first",
       NUM, "row = int(bad[0] if rows is None else min(bad, key=lambda r: rows[r]))",
       "row = int(bad[-1] if rows is None else min(bad, key=lambda r: rows[r]))"),
