@@ -103,6 +103,29 @@ def config_edit(**changes):
     return change
 
 
+def overflow(scale: float):
+    """A change: every FFN weight of a model.safetensors set to +-scale (random signs, seeded):
+    products of two of them overflow float32 (scale 1e30) or float64 too (1e200)."""
+
+    def change(path):
+        import numpy as np
+        from safetensors.numpy import load_file, save_file
+
+        t = load_file(str(path))
+        rng = np.random.default_rng(0)
+        for name in t:
+            if name.endswith(("ffn.w1.weight", "ffn.w2.weight")):
+                t[name] = scale * rng.choice([-1.0, 1.0], size=t[name].shape)
+        save_file(t, str(path))
+
+    return change
+
+
+def damaged(name: str, scale: float):
+    """A setup: model `name` copied to {tmp}/bad with its FFN weights at +-scale (`overflow`)."""
+    return edit(name, "model.safetensors", overflow(scale))
+
+
 def make_file(name, content):
     def setup(tmp, models):
         data = content if isinstance(content, bytes) else content.encode()

@@ -1,8 +1,8 @@
 """Non-finite numbers never pass silently (issue 23, point 3), family "nonfinite".
 
 Every path that hands numbers to a user, run on damaged copies of the tiny models whose FFN
-weights overflow: `_overflow(1e30)` overflows float32 only (products near 1e61 pass float32's
-3.4e38, while float64 stays finite), `_overflow(1e200)` overflows float64 too. Every command x
+weights overflow: `overflow(1e30)` overflows float32 only (products near 1e61 pass float32's
+3.4e38, while float64 stays finite), `overflow(1e200)` overflows float64 too. Every command x
 engine x dtype the command line accepts, as rows of the bad-input table (tests/table.py): a
 float32 or int8 run of the first must say that the overflow is in a lower precision and what to
 do, a run of the second must name the step where it starts (`numerics.origin`), one line, exit 2,
@@ -26,34 +26,22 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from table import Case, build_models, case_id, check_case, edit, make_file  # noqa: E402
+from table import (  # noqa: E402
+    Case,
+    build_models,
+    case_id,
+    check_case,
+    damaged,
+    edit,
+    make_file,
+    overflow,
+)
 
 FAMILY = "nonfinite"
 F32 = "lower precision"  # the float64 reference engine stays finite: a float32 / int8 overflow
 
 
-def _overflow(scale: float):
-    """Every FFN weight set to +-scale (random signs, seeded): products of two of them overflow
-    float32 (scale 1e30) or float64 too (1e200)."""
-
-    def change(path):
-        from safetensors.numpy import load_file, save_file
-
-        t = load_file(str(path))
-        rng = np.random.default_rng(0)
-        for name in t:
-            if name.endswith(("ffn.w1.weight", "ffn.w2.weight")):
-                t[name] = scale * rng.choice([-1.0, 1.0], size=t[name].shape)
-        save_file(t, str(path))
-
-    return change
-
-
-def damaged(name: str, scale: float):
-    return edit(name, "model.safetensors", _overflow(scale))
-
-
-def token_overflow(name: str, word: str):
+def tokenoverflow(name: str, word: str):
     """One token's embedding set to +-1e30 (its model's first stack): an input holding it
     overflows float32 (its attention scores pass 3.4e38), the others stay finite."""
 
@@ -253,9 +241,9 @@ def with_file(setup, content):
 
 
 HOW, Z, NOT = (
-    token_overflow("hello", "how"),
-    token_overflow("dec", "z"),
-    token_overflow("enc", "not"),
+    tokenoverflow("hello", "how"),
+    tokenoverflow("dec", "z"),
+    tokenoverflow("enc", "not"),
 )
 for argv, message, setup in [
     (["translate", "{bad}", "how world", "world"], "sentence 1: translation", HOW),
@@ -386,7 +374,7 @@ def servers(models, tmp_path_factory):
     for name in ("dec", "hello", "enc"):
         for tag, scale in (("32", 1e30), ("64", 1e200)):
             shutil.copytree(models / name, tmp / f"{name}{tag}")
-            _overflow(scale)(tmp / f"{name}{tag}" / "model.safetensors")
+            overflow(scale)(tmp / f"{name}{tag}" / "model.safetensors")
             folders.append(tmp / f"{name}{tag}")
     running = {}
     for dtype in ("float64", "float32"):
@@ -425,7 +413,7 @@ def test_nonfinite_served(case, servers):
     assert case.message in message, message
 
 
-def test_float64_serve_answers_a_float32_overflow(servers):
+def test_float64_serve_answers_a_float32overflow(servers):
     """The float64 explorer shows the model that only float32 overflows: no false alarm."""
     for model, text in (("dec32", "to be"), ("hello32", "hello")):
         status, body = post(
@@ -480,7 +468,7 @@ def test_batched_functions_name_the_failing_input(row, models, tmp_path):
         if fn == "greedy_prompts"
         else ("hello", "how", "world", "how world")
     )
-    token_overflow(name, word)(tmp_path, models)
+    tokenoverflow(name, word)(tmp_path, models)
     cfg, params, tok = loading.load(tmp_path / "bad")
     model = inference.torch_engine(cfg, params, "float32")
     batch = [tok.encode(good), tok.encode(bad)][:: 1 if order else -1]  # the bad one at `order`

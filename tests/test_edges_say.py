@@ -43,7 +43,7 @@ from table import (  # noqa: E402
     case_id,
     check_case,
     copy_of,
-    edit,
+    damaged,
     make_file,
     one_error_line,
     snapshot,
@@ -79,26 +79,6 @@ def models(tmp_path_factory):
 
 
 # -- diff: the first non-finite step, named ----------------------------------------------------
-
-
-def overflow(scale: float):
-    """Every FFN weight set to +-scale (seeded signs)."""
-
-    def change(path):
-        from safetensors.numpy import load_file, save_file
-
-        t = load_file(str(path))
-        rng = np.random.default_rng(0)
-        for name in t:
-            if name.endswith(("ffn.w1.weight", "ffn.w2.weight")):
-                t[name] = scale * rng.choice([-1.0, 1.0], size=t[name].shape)
-        save_file(t, str(path))
-
-    return change
-
-
-def damaged(name: str, scale: float):
-    return edit(name, "model.safetensors", overflow(scale))
 
 
 F32 = "the float64 reference engine stays finite on this input, so the overflow is in a lower "
