@@ -24,15 +24,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from table import snapshot
+from test_edges_python import build as build_models
 
 import glassformer
-from glassformer import arguments, weights
+from glassformer import arguments
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError
 from glassformer.model import Model, with_params
-from glassformer.tokenizer import CharTokenizer, WordTokenizer, article_tokenizer
 
-TEXT = "to be or not to be, that is the question."
 METHODS = [n for n in arguments.public_methods(Model) if n != "__init__"]
 
 
@@ -112,24 +111,10 @@ def test_the_command_line_types_are_the_table_s():
 
 
 def build(tmp: Path) -> dict:
-    from glassformer import preset
-
-    ct, wt = CharTokenizer.train([TEXT]), WordTokenizer.train([TEXT])
-    dec = preset("tiny").override("n_decoder_layers=1", "max_len=16", f"vocab_size={ct.vocab_size}")
-    clf = preset("encoder-classifier").override(
-        "d_model=8", "n_heads=2", "d_ff=16", "n_encoder_layers=1", f"vocab_size={wt.vocab_size}",
-        "max_len=16",
-    )  # fmt: skip
-    hello = preset("hello-world")
-    weights.save(tmp / "run", dec, weights.init(dec, seed=1), tokenizer=ct)
-    (tmp / "run" / "training_state.pt").write_bytes(b"state")
-    (tmp / "corpus.txt").write_text(TEXT * 10)
+    """test_edges_python's tiny models ({kind: Model}), and the pairs a translator evaluates."""
+    models = build_models(tmp)
     (tmp / "pairs.tsv").write_text("Hello World\tHola Mundo\nthe cat\tel gato\n" * 4)
-    return {
-        "dec": glassformer.load(tmp / "run"),
-        "s2s": Model(hello, weights.init(hello, seed=0), article_tokenizer(), name="hello"),
-        "clf": Model(clf, weights.init(clf, seed=0), wt, name="clf", labels=["yes", "no"]),
-    }
+    return {"dec": models.dec, "s2s": models.s2s, "clf": models.clf}
 
 
 def good_values(kind: str, m: Model, tmp: Path) -> dict:
