@@ -11,7 +11,6 @@ means for a model beyond its vocabulary and classes (the methods' own refusals).
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
 import os
@@ -23,6 +22,8 @@ import numpy as np
 
 from glassformer.config import Config
 from glassformer.errors import InputError, TokenizerError
+from glassformer.tokenizer.base import Tokenizer
+from glassformer.trace import Trace
 
 
 @dataclass
@@ -143,13 +144,12 @@ class Choice(Arg):
 
 @dataclass(frozen=True)
 class Of(Arg):
-    """An instance of `kinds` (a tuple of types, or a function giving it: imported late)."""
+    """An instance of `kinds`: a tuple of types, or a test of the value (`named`)."""
 
     kinds: object = ()
 
     def ok(self, value, at: Call) -> bool:
-        kinds = self.kinds() if inspect.isfunction(self.kinds) else self.kinds
-        return isinstance(value, kinds)
+        return self.kinds(value) if callable(self.kinds) else isinstance(value, self.kinds)
 
 
 @dataclass(frozen=True)
@@ -389,22 +389,24 @@ class Interventions(Arg):
         return _mapping_of_functions(value)
 
 
-def run_type():
-    from glassformer.touch import Run
+def named(*classes: str):
+    """A test of a value: an instance of one of `classes`, given by qualified name
+    ("glassformer.model.Model"). The classes above this layer (the Model, a Run, an Engine use the
+    table) are named, not imported, so that no import runs back up."""
 
-    return (Run,)
+    def test(value) -> bool:
+        return any(f"{c.__module__}.{c.__qualname__}" in classes for c in type(value).__mro__)
+
+    return test
 
 
-def text_or_run():
-    from glassformer.touch import Run
+run_type = named("glassformer.touch.Run")
+model_type = named("glassformer.model.Model")
+engine_type = named("glassformer.engine_diff.Engine")
 
-    return (str, Run)
 
-
-def engine_or_name():
-    from glassformer.engine_diff import Engine
-
-    return (str, Engine)
+def text_or_run(value) -> bool:
+    return isinstance(value, str) or run_type(value)
 
 
 @dataclass(frozen=True)
@@ -412,23 +414,10 @@ class EngineList(Arg):
     says: str = "a list of engine names (or engine_diff.Engine), e.g. ('reference', 'torch')"
 
     def ok(self, value, at: Call) -> bool:
-        kinds = engine_or_name()
-        return isinstance(value, list | tuple) and all(isinstance(e, kinds) for e in value)
+        return isinstance(value, list | tuple) and all(
+            isinstance(e, str) or engine_type(e) for e in value
+        )
 
 
-def trace_type():
-    from glassformer.trace import Trace
-
-    return (Trace,)
-
-
-def model_type():
-    from glassformer.model import Model
-
-    return (Model,)
-
-
-def tokenizer_type():
-    from glassformer.tokenizer.base import Tokenizer
-
-    return (Tokenizer,)
+trace_type = (Trace,)
+tokenizer_type = (Tokenizer,)
