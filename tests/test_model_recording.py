@@ -10,8 +10,7 @@ import json
 
 import numpy as np
 import pytest
-
-from tests.conftest import require
+from conftest import require
 
 try:
     import torch  # noqa: F401
@@ -19,17 +18,18 @@ except ImportError:
     torch = None
 require(torch is not None, "recording reads the PyTorch engine: pip install torch")
 
-from glassformer.cli import main  # noqa: E402
-from glassformer.decoding import Decoding  # noqa: E402
-from glassformer.errors import GlassformerError  # noqa: E402
-from glassformer.model import load  # noqa: E402
-from tests.test_recording import (  # noqa: E402
+from test_recording import (  # noqa: E402
     SENTENCES,
     TOL,
     _check_alignment,
     _check_generation,
     _mean_of,
 )
+
+from glassformer.cli import main  # noqa: E402
+from glassformer.decoding import Decoding  # noqa: E402
+from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.opening import load  # noqa: E402
 
 STEPS = ["decoder.*.self_attn.head*.A", "decoder.1.out", "decoder.output", "logits"]
 

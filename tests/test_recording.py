@@ -10,8 +10,7 @@ import json
 
 import numpy as np
 import pytest
-
-from tests.conftest import require
+from conftest import require
 
 try:
     import torch  # noqa: F401
@@ -24,7 +23,8 @@ from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
-from glassformer.model import Model, load  # noqa: E402
+from glassformer.model import Model  # noqa: E402
+from glassformer.opening import load  # noqa: E402
 
 TOL = {"float64": 1e-10, "float32": 1e-5, "int8": 3e-2}
 SENTENCES = ["I like cats.", "Where is the station?", "Thank you.", "She is reading a book."]
