@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's glassformer
 
 from glassformer import recording  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
-from glassformer.model import load  # noqa: E402
+from glassformer.opening import load  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
 

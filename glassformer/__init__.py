@@ -28,12 +28,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`glassformer.load`, `Model` and `Decoding` (`glassformer.model`) and
-    `glassformer.exercises`, imported on first use."""
-    if name in ("load", "Model", "Decoding"):
-        from glassformer import model
+    """`glassformer.load` (`glassformer.opening`), `Model` (`glassformer.model`), `Decoding`
+    (`glassformer.decoding`) and `glassformer.exercises`, imported on first use."""
+    homes = {"load": "opening", "Model": "model", "Decoding": "decoding"}
+    if name in homes:
+        import importlib
 
-        return getattr(model, name)
+        return getattr(importlib.import_module(f"glassformer.{homes[name]}"), name)
     if name == "exercises":
         import importlib
 

@@ -1,5 +1,7 @@
 """The checks at the public entry points of the engines: token ids, masks and the tensors of a
-params dict, each refused with one `InputError` that says what was wrong and what to do.
+params dict, each refused with one `InputError` that says what was wrong and what to do; and
+`utf8`, the refusal of user text that is not valid UTF-8, which every text a `Model` encodes
+passes.
 
 Both engines call these before any work (the reference engine on NumPy arrays; the PyTorch
 engine on its batched tensors, with one min/max reduction per tensor of ids and no other read of
@@ -19,8 +21,6 @@ import numpy as np
 
 from glassformer.config import Config
 from glassformer.errors import InputError
-
-__all__ = ["InputError"]
 
 
 @lru_cache(maxsize=64)
@@ -177,3 +177,21 @@ def check_forward(cfg: Config, ids, valid, src_ids, src_valid, cache, types) -> 
             raise InputError(f"src_ids given to a model of arch={cfg.arch!r}; drop them")
         tensor_ids(src_ids, cfg.vocab_size, "encoder ids", cfg)
         tensor_flags(src_valid, src_ids, "src_valid")
+
+
+def utf8(text: str, what: str = "the text") -> str:
+    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
+    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
+    take (and no output can print)."""
+    if not isinstance(text, str):
+        raise InputError(f"{what} must be a str, got {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        ch = ord(text[e.start])
+        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
+        raise InputError(
+            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
+            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
+        ) from None
+    return text

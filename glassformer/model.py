@@ -33,7 +33,7 @@ from glassformer.config import Config
 from glassformer.decoding import Decoding, stop_reason
 from glassformer.decoding import context_slid as _context_slid
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
-from glassformer.opening import load, utf8, with_params  # noqa: F401 (model.load)
+from glassformer.inputs import utf8
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene

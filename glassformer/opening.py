@@ -1,7 +1,6 @@
-"""What a `Model` is made from and what it lets in: `load` (a glassformer checkpoint folder, a
-Hugging Face or nanoGPT folder, a preset's name -> a `Model`), `with_params` (the same model on
-other weights) and `utf8`, the refusal of user text that is not valid UTF-8, which every text a
-`Model` encodes passes. `glassformer.load` and `glassformer.model.load` are these.
+"""What a `Model` is made from: `load` (a glassformer checkpoint folder, a Hugging Face or
+nanoGPT folder, a preset's name -> a `Model`) and `with_params` (the same model on other
+weights). `glassformer.load` is this `load`.
 
 Deliberately not here: reading the folders themselves (`weights.py`, `loading.py`, `hf_dir.py`),
 the model's work (`model.py`).
@@ -20,24 +19,6 @@ from glassformer.errors import InputError
 
 if TYPE_CHECKING:
     from glassformer.model import Model
-
-
-def utf8(text: str, what: str = "the text") -> str:
-    """User text as the system gave it, refused unless it is valid UTF-8: Python hands an
-    argument's undecodable bytes over as lone surrogates (PEP 383), which no tokenizer can
-    take (and no output can print)."""
-    if not isinstance(text, str):
-        raise InputError(f"{what} must be a str, got {type(text).__name__}")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        ch = ord(text[e.start])
-        byte = f"byte 0x{ch - 0xDC00:02X}" if 0xDC80 <= ch <= 0xDCFF else f"U+{ch:04X}"
-        raise InputError(
-            f"{what} is not valid UTF-8 ({byte} at character {e.start}): give UTF-8 text "
-            "(set the terminal's encoding, or the locale, e.g. LANG=C.UTF-8, to UTF-8)"
-        ) from None
-    return text
 
 
 @entry  # every argument against glassformer.arguments' table, before any work

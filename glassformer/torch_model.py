@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from glassformer import inputs, weights
 from glassformer.config import Config
+from glassformer.errors import InputError
 from glassformer.glossary import INPUT_NO_P
 from glassformer.torch_layers import (
     FeedForward,
@@ -328,7 +329,7 @@ class Transformer(nn.Module):
                 memory, src_valid = cache.memory, cache.memory_valid
             else:
                 if src_ids is None:
-                    raise inputs.InputError("an encoder-decoder model needs src_ids: give them")
+                    raise InputError("an encoder-decoder model needs src_ids: give them")
                 shared = self.decoder.tok_embed if cfg.share_embeddings else None
                 with _scope("encoder"):  # memory: (B, S, C)
                     memory = self.encoder(src_ids, _key_mask(src_valid), tok_embed=shared)
@@ -419,7 +420,7 @@ def _check_params(cfg: Config, params) -> None:
     """Every tensor the config names, of its shape, a numeric array, and no other (what
     load_state_dict would refuse with a RuntimeError of many lines)."""
     if not isinstance(cfg, Config):
-        raise inputs.InputError(f"cfg must be a glassformer Config, got {type(cfg).__name__}")
+        raise InputError(f"cfg must be a glassformer Config, got {type(cfg).__name__}")
     inputs.params(params, cfg)  # the reference engine's check: names, then shapes
     for name, x in params.items():
         if isinstance(x, np.ndarray):
@@ -428,13 +429,13 @@ def _check_params(cfg: Config, params) -> None:
             numeric = isinstance(x, Tensor) and not (x.is_complex() or x.is_sparse)
             numeric = numeric and x.dtype != torch.bool
         if not numeric:
-            raise inputs.InputError(
+            raise InputError(
                 f"params tensor {name!r} must be an array of numbers, got {type(x).__name__}"
                 f"{f' of {x.dtype}' if isinstance(x, np.ndarray | Tensor) else ''}"
             )
     unexpected = [n for n in params if n not in weights.spec(cfg)]
     if unexpected:
-        raise inputs.InputError(
+        raise InputError(
             f"params hold the tensor {unexpected[0]!r}, which this config does not have; give "
             "the weights of this config (weights.spec(cfg) names them)"
         )

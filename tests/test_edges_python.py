@@ -26,7 +26,8 @@ from glassformer import weights
 from glassformer.cli import main
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError, InputError, TokenizerError
-from glassformer.model import Model, with_params
+from glassformer.model import Model
+from glassformer.opening import with_params
 from glassformer.tokenizer import CharTokenizer, WordTokenizer, article_tokenizer
 
 TEXT = "to be or not to be, that is the question."

@@ -52,7 +52,7 @@ from table import (  # noqa: E402
 from glassformer import engine_diff, hf_llama, numerics, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import InputError, TokenizerError  # noqa: E402
-from glassformer.model import load  # noqa: E402
+from glassformer.opening import load  # noqa: E402
 from glassformer.tokenizer import HFTokenizer  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
 

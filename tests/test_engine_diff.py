@@ -24,7 +24,8 @@ from glassformer.cli import diff as diff_cli  # noqa: E402
 from glassformer.cli.common import CommandParser, Parser, run  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
-from glassformer.model import Model, load, with_params  # noqa: E402
+from glassformer.model import Model  # noqa: E402
+from glassformer.opening import load, with_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAR_LM = ROOT / "models" / "char-lm"

@@ -35,7 +35,7 @@ from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
-from glassformer.model import load  # noqa: E402
+from glassformer.opening import load  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer.display import display_token  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402

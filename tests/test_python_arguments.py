@@ -30,7 +30,8 @@ import glassformer
 from glassformer import arguments
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError
-from glassformer.model import Model, with_params
+from glassformer.model import Model
+from glassformer.opening import with_params
 
 METHODS = [n for n in arguments.public_methods(Model) if n != "__init__"]
 

@@ -20,7 +20,7 @@ from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import TraceError  # noqa: E402
 from glassformer.model import Model  # noqa: E402
-from glassformer.model import load as load_model  # noqa: E402
+from glassformer.opening import load as load_model  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
 from glassformer.serve import runs as serve_runs  # noqa: E402
 from glassformer.serve.fidelity import FLOAT32_REL  # noqa: E402

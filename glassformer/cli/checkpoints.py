@@ -30,7 +30,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
-from glassformer.model import load, with_params
+from glassformer.opening import load, with_params
 
 
 def add_parsers(sub) -> None:

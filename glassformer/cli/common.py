@@ -259,7 +259,7 @@ def config_args(p: argparse.ArgumentParser) -> None:
 def load_model(path: str, engine: str = "auto", dtype: str | None = None):
     """A checkpoint or Hugging Face folder that can take text, as a `glassformer.model.Model`
     whose notes are the command's."""
-    from glassformer.model import load
+    from glassformer.opening import load
 
     m = load(path, engine=engine, dtype=dtype, on_note=note)
     m.need_tokenizer()

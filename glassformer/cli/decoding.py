@@ -1,5 +1,5 @@
 """The decoding options of generate, explain and the reports (--strategy and its sampling and
-beam options) and how they become a `glassformer.model.Decoding` (the rule that settles the
+beam options) and how they become a `glassformer.decoding.Decoding` (the rule that settles the
 strategy is the Model's: `Decoding.settle`).
 """
 

@@ -17,7 +17,7 @@ from glassformer.cli.common import (
 from glassformer.cli.decoding import decoding, decoding_args, given_decoding_options
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens
-from glassformer.model import utf8
+from glassformer.inputs import utf8
 from glassformer.numerics import NonFiniteError, first_nonfinite
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Trace

@@ -22,7 +22,7 @@ from glassformer.cli.common import (
 )
 from glassformer.config import PRESETS, preset
 from glassformer.errors import GlassformerError, Interrupted
-from glassformer.model import utf8
+from glassformer.inputs import utf8
 
 
 def add_parsers(sub) -> None:

@@ -31,10 +31,11 @@ import numpy as np
 
 from glassformer import decoding, numerics
 from glassformer import interventions as I
+from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError
 from glassformer.explain.select import KVGroups
 from glassformer.explain.words import sharing
-from glassformer.model import Decoding, Model
+from glassformer.model import Model
 from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
 from glassformer.touch import check_finite

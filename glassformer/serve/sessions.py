@@ -206,7 +206,7 @@ def _explored(m: Model) -> Model:
 
 def _folder_loader(path: Path, dtype: str = "float64") -> Callable[[], Model]:
     def load() -> Model:
-        from glassformer.model import load as load_model
+        from glassformer.opening import load as load_model
 
         if not path.is_dir():
             raise GlassformerError(f"{path} is not a folder (give a checkpoint or model folder)")
