@@ -164,30 +164,8 @@ class DiffResult:
 # -- choosing the engines -----------------------------------------------------------------------
 
 
-def parse_engines(text: str) -> list[str]:
-    """A comma-separated list of ENGINES ("reference,torch,int8"), checked: at least two, and
-    no empty name (a doubled or trailing comma is a slip, never skipped: "reference,,torch"
-    may have lost an engine)."""
-    names = [n.strip() for n in str(text).split(",")]
-    if any(names) and not all(names):
-        k = names.index("")
-        raise InputError(
-            f"--engines {text!r} has an empty engine name (name {k + 1} of {len(names)}); "
-            "give the names separated by single commas, from "
-            f"{', '.join(ENGINES)}, e.g. --engines reference,torch"
-        )
-    names = [n for n in names if n]
-    for n in names:
-        _check_kind(n)
-    if len(names) < 2:
-        raise InputError(
-            f"--engines needs at least two engines to compare, got {','.join(names) or 'none'}; "
-            "e.g. --engines reference,torch"
-        )
-    return names
-
-
-def _check_kind(kind: str) -> None:
+def check_kind(kind: str) -> None:
+    """An engine kind of ENGINES, or one InputError with the nearest."""
     if kind not in ENGINES:
         close = difflib.get_close_matches(str(kind), ENGINES, n=1, cutoff=0.6)
         hint = f"; did you mean {close[0]}?" if close else ""
@@ -201,7 +179,7 @@ def _engines(engines: Sequence[str | Engine], m: Model) -> tuple[list[Engine], l
         raise InputError("diff needs at least two engines to compare, e.g. reference,torch")
     labels: list[str] = []
     for e in chosen:
-        _check_kind(e.kind)
+        check_kind(e.kind)
         label, k = e.label or e.kind, 2
         while label in labels:
             label, k = f"{e.label or e.kind}#{k}", k + 1

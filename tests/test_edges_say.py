@@ -51,6 +51,7 @@ from table import (  # noqa: E402
 
 from glassformer import engine_diff, hf_llama, numerics, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
+from glassformer.cli.diff import parse_engines  # noqa: E402
 from glassformer.errors import InputError, TokenizerError  # noqa: E402
 from glassformer.opening import load  # noqa: E402
 from glassformer.tokenizer import HFTokenizer  # noqa: E402
@@ -441,10 +442,10 @@ def test_diff_names_the_step_the_engines_own_trace_finds_first(models, tmp_path)
 
 
 def test_parse_engines_keeps_spaces_and_refuses_empty_names():
-    assert engine_diff.parse_engines(" reference , int8 ") == ["reference", "int8"]
+    assert parse_engines(" reference , int8 ") == ["reference", "int8"]
     for text in ("reference,,torch", "reference,torch,", ",torch,reference"):
         with pytest.raises(InputError, match="has an empty engine name"):
-            engine_diff.parse_engines(text)
+            parse_engines(text)
 
 
 def test_config_specials_refuses_an_id_past_the_tokenizer(models):

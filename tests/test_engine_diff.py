@@ -171,7 +171,7 @@ def test_engines_are_checked_before_any_work(tok):
         D.diff(m, TEXT, tol=-1.0)
     with pytest.raises(GlassformerError, match="--target is for an encoder-decoder"):
         D.diff(m, TEXT, target="be")
-    assert D.parse_engines(" reference , int8 ") == ["reference", "int8"]
+    assert diff_cli.parse_engines(" reference , int8 ") == ["reference", "int8"]
 
 
 W2 = "decoder.layers.0.ffn.w2.weight"

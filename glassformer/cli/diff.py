@@ -14,6 +14,7 @@ from glassformer.cli.common import (
     real,
     write_outputs,
 )
+from glassformer.errors import InputError
 
 DEFAULT_ENGINES = "reference,torch"
 
@@ -58,7 +59,7 @@ def add_parsers(sub) -> None:
 
 
 def cmd_diff(args) -> int:
-    engines = engine_diff.parse_engines(args.engines)  # unknown or empty names: before any work
+    engines = parse_engines(args.engines)  # unknown or empty names: before any work
     check_report_outputs(args)
     m = load_model(args.checkpoint)
     result = engine_diff.diff(m, args.text, engines, tol=args.tol, target=args.target)
@@ -73,3 +74,26 @@ def cmd_diff(args) -> int:
         page_what=what,
     )
     return 0
+
+
+def parse_engines(text: str) -> list[str]:
+    """A comma-separated list of ENGINES ("reference,torch,int8"), checked: at least two, and
+    no empty name (a doubled or trailing comma is a slip, never skipped: "reference,,torch"
+    may have lost an engine)."""
+    names = [n.strip() for n in str(text).split(",")]
+    if any(names) and not all(names):
+        k = names.index("")
+        raise InputError(
+            f"--engines {text!r} has an empty engine name (name {k + 1} of {len(names)}); "
+            "give the names separated by single commas, from "
+            f"{', '.join(engine_diff.ENGINES)}, e.g. --engines reference,torch"
+        )
+    names = [n for n in names if n]
+    for n in names:
+        engine_diff.check_kind(n)
+    if len(names) < 2:
+        raise InputError(
+            f"--engines needs at least two engines to compare, got {','.join(names) or 'none'}; "
+            "e.g. --engines reference,torch"
+        )
+    return names
