@@ -130,6 +130,38 @@ class TrainConfig:
 
 def saved_train_config(out: str | Path) -> TrainConfig:
     """The TrainConfig a training checkpoint was made with (its train_config.json), checked."""
+    return _saved(out)[0]
+
+
+def saved_source(out: str | Path) -> dict | None:
+    """The data a run in `out` trains on, as train_config.json records it under "source"
+    ({"data": {"name", "sha256"}, "valid": the same or null}; `tasks.source`), checked; None for
+    a run started before glassformer recorded it."""
+    _, source = _saved(out)
+
+    def corpus(x) -> bool:
+        return (
+            isinstance(x, dict)
+            and set(x) == {"name", "sha256"}
+            and all(isinstance(v, str) for v in x.values())
+        )
+
+    if source is not None and not (
+        isinstance(source, dict)
+        and set(source) == {"data", "valid"}
+        and corpus(source["data"])
+        and (source["valid"] is None or corpus(source["valid"]))
+    ):
+        raise CheckpointError(
+            f"{Path(out) / TRAIN_CONFIG_FILE}: 'source' is not the record of a run's data "
+            "({'data': {'name', 'sha256'}, 'valid'}); restore the file"
+        )
+    return source
+
+
+def _saved(out: str | Path) -> tuple[TrainConfig, object]:
+    """(TrainConfig, the "source" entry as it is) of a training checkpoint's train_config.json,
+    read once; the TrainConfig checked."""
     out = Path(out)
     path = out / TRAIN_CONFIG_FILE
     if not path.is_file():
@@ -139,40 +171,11 @@ def saved_train_config(out: str | Path) -> TrainConfig:
     if not isinstance(data, dict) or set(data) - known:
         extra = sorted(set(data) - known) if isinstance(data, dict) else "not a JSON object"
         raise CheckpointError(f"{path}: unexpected content ({extra}); restore the file")
+    source = data.pop("source", None)
     try:
-        return TrainConfig(**{k: v for k, v in data.items() if k != "source"})
+        return TrainConfig(**data), source
     except ConfigError as e:
         raise CheckpointError(f"{path}: {e}") from None
-
-
-def saved_source(out: str | Path) -> dict | None:
-    """The data a run in `out` trains on, as train_config.json records it under "source"
-    ({"data": {"name", "sha256"}, "valid": the same or null}; `tasks.source`), checked; None for
-    a run started before glassformer recorded it."""
-    saved_train_config(out)  # the file is there and holds a TrainConfig
-    path = Path(out) / TRAIN_CONFIG_FILE
-    source = files.read_json(files.member(out, TRAIN_CONFIG_FILE)).get("source")
-
-    def corpus(x) -> bool:
-        return (
-            isinstance(x, dict)
-            and set(x) == {"name", "sha256"}
-            and all(isinstance(v, str) for v in x.values())
-        )
-
-    if source is None:
-        return None
-    if not (
-        isinstance(source, dict)
-        and set(source) == {"data", "valid"}
-        and corpus(source["data"])
-        and (source["valid"] is None or corpus(source["valid"]))
-    ):
-        raise CheckpointError(
-            f"{path}: 'source' is not the record of a run's data ({{'data': {{'name', 'sha256'}}, "
-            "'valid'}}); restore the file"
-        )
-    return source
 
 
 def check_steps_left(out: str | Path, step: int, max_steps: int) -> None:
