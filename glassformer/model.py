@@ -40,6 +40,7 @@ from glassformer.trace import intervene as trace_intervene
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = "try --dtype float64 or --engine reference"
+DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
 @checked  # every argument of every public method, against glassformer.arguments' table

@@ -19,7 +19,7 @@ import numpy as np
 from glassformer import files, interrupts, weights
 from glassformer.config import PRESETS
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
-from glassformer.inference import DTYPES, check_dtype
+from glassformer.model import DTYPES, check_dtype
 
 EXIT_USAGE = 2
 # The optional dependencies, each with the extra that installs it (pyproject.toml).
