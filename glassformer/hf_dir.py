@@ -502,7 +502,8 @@ def export(
     tokenizer_config.json for `AutoTokenizer`; every tokenizer also as glassformer-tokenizer.json,
     which `load` prefers. Nothing is written when the model has no such form, nor over an
     existing folder without overwrite=True."""
-    from glassformer.weights import refuse_existing, write_directory
+    from glassformer.files import write_directory
+    from glassformer.weights import refuse_existing
 
     refuse_existing(path, overwrite)
 

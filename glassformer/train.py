@@ -326,7 +326,7 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
     """The run `train` describes, inside its lock: set up, resume, then step until done."""
     callback = callback or (lambda event: None)
     evaluate = evaluate or default_evaluate
-    weights.check_writable(out)  # before the first step, not at the first save
+    files.check_writable(out)  # before the first step, not at the first save
     rank, world = _setup_distributed(device)
     model = _new_model(cfg, tcfg, init_params, device)
     opt = make_optimizer(model, tcfg, device)

@@ -31,9 +31,7 @@ from glassformer.errors import (
     OutputExists,
     yes_or_no,
 )
-from glassformer.files import FileError, check_writable, kind, member, read_json, write_directory
-
-__all__ = ["check_writable", "write_directory"]  # re-exported: callers save through weights
+from glassformer.files import FileError, kind, member, read_json, write_directory
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"

@@ -433,16 +433,16 @@ THROUGH_FILES = {
     "cli/reports.py:_over_training": "common.write_outputs",
     "cli/reports.py:_write_reports": "files.building (--png), common.write_outputs",
     "exercises/stubs.py:start": "files.write_file",
-    "hf_dir.py:export": "weights.write_directory (files.write_directory)",
+    "hf_dir.py:export": "files.write_directory",
     "model.py:Model.save": "weights.save",
     "tokenizer/__init__.py:save": "files.write_file",
-    "train.py:_train": "weights.check_writable (files.check_writable)",
+    "train.py:_train": "files.check_writable",
     "train.py:train": "files.locked",
     "weights.py:save": "files.write_directory",
 }
 CONTAINED = {
     "files.write_file", "write_file", "files.building", "write_directory", "files.locked",
-    "weights.save", "m.save", "m.export_hf", "weights.check_writable", "write_text",
+    "weights.save", "m.save", "m.export_hf", "files.check_writable", "write_text",
     "write_json", "write_outputs", "exercises.start",
 }  # fmt: skip
 ALSO_TO_MEMORY = {"checkpoint.py:save_checkpoint": {"torch.save"}}  # into an io.BytesIO
