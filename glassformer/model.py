@@ -531,8 +531,9 @@ class Model:
 
     def ablate(self, text: str | Run, names: list[str], **kwargs) -> dict:
         """`explain --ablate`: per position the prediction with and without the named heads,
-        sublayers or steps zeroed (and the output generated again under the ablation). text:
-        the input, or a Run already made (kwargs: `run`'s)."""
+        sublayers or steps zeroed (and the output generated again under the ablation); for a
+        classifier, each class's probability before and after by name ("classes"). text: the
+        input, or a Run already made (kwargs: `run`'s)."""
         from glassformer import touch
 
         run = text if isinstance(text, Run) else self.run(text, **kwargs)
@@ -540,7 +541,9 @@ class Model:
 
     def patch(self, text: str | Run, clean: str, **kwargs) -> dict:
         """`explain --patch-from CLEAN`: how much of the clean run's logit difference each
-        head restores when patched into the run on `text` (or a Run already made)."""
+        head restores when patched into the run on `text` (or a Run already made). A
+        classifier's metric is logit[the clean run's class] - logit[this run's class], and
+        "classes" gives each class's probability in this run (before) and the clean run (after)."""
         from glassformer import touch
 
         return touch.patching(

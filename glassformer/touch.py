@@ -272,20 +272,41 @@ def unknown_name(name: str, cfg, trace) -> str:
 
 
 def _predicting(m, what: str) -> None:
-    if m.cfg.arch == "encoder":
+    if m.cfg.arch == "encoder" and not m.cfg.n_classes:
         raise InputError(
-            f"{what} compare predicted tokens: this encoder predicts none; use a decoder or an "
-            "encoder-decoder model"
+            f"{what} compare predictions: this encoder has no classifier (it makes a sentence "
+            "embedding) and predicts none; use a classifier, a decoder or an encoder-decoder "
+            "model (explain shows the embedding's every step)"
         )
+
+
+def _forward(m):
+    """The reference engine's forward over one input: logits (T, V), or a classifier's class
+    logits (n_classes,)."""
+    if m.cfg.arch == "encoder":
+        return lambda ids: R.classify(m.params, m.cfg, list(ids))
+    return I.reference_run(m.params, m.cfg)
+
+
+def class_change(names: list[str], before, after) -> list[dict]:
+    """Each class's probability before and after an intervention, by class name, from the
+    class logits (n_classes,) of both runs: [{"label", "before", "after", "change"}], the rows
+    that `Model.ablate`, `Model.patch` and the explorer (`serve.runs.intervene`) report."""
+    p, q = R.softmax(np.asarray(before)), R.softmax(np.asarray(after))
+    return [
+        {"label": n, "before": float(a), "after": float(b), "change": float(b - a)}
+        for n, a, b in zip(names, p, q, strict=True)
+    ]
 
 
 def ablation(m, run, ablate: list[str]) -> dict:
     """See `Model.ablate`: per position, the predicted token with and without the ablation, the
     largest logit change, and (when the run generated its output) the output generated again
-    with and without it."""
+    with and without it; a classifier's, each class's probability before and after by name
+    ({"classes": `class_change`'s rows}) in place of the positions."""
     _predicting(m, "--ablate and --patch-from")
     fns = interventions(ablate, m.cfg)
-    forward = I.reference_run(m.params, m.cfg)
+    forward = _forward(m)
     src = run.src if m.cfg.arch == "encoder-decoder" else None
     ids = run.ids
     inp = (src, ids) if src is not None else ids
@@ -294,6 +315,10 @@ def ablation(m, run, ablate: list[str]) -> dict:
     if missing:
         raise InputError(unknown_name(missing[0], m.cfg, trace))
     after = I.run_with(forward, inp, fns)
+    if m.cfg.arch == "encoder":
+        out = {"ablated": list(ablate), "steps": sorted(fns)}
+        out["classes"] = class_change(m.class_names, before, after)
+        return out | ({"notes": notes(ablate, m.cfg)} if notes(ablate, m.cfg) else {})
     rows = []
     for t in range(len(ids)):
         a, b = int(before[t].argmax()), int(after[t].argmax())
@@ -330,10 +355,11 @@ def patching(m, run, clean_text: str) -> dict:
     """See `Model.patch`: heads patched one at a time from the run on `clean_text` (clean) into
     this run (corrupted), per attention kind: (patched - corrupted) / (clean - corrupted) of the
     logit difference between the two runs' predictions at the first position where they
-    differ."""
+    differ. A classifier's metric is the logit difference between the clean run's class and
+    this run's, and its "classes" are each class's probability in this run (before) and in the
+    clean run (after: what restoring everything would give)."""
     _predicting(m, "--ablate and --patch-from")
-    forward = I.reference_run(m.params, m.cfg)
-    ids = run.ids
+    forward, ids = _forward(m), run.ids
     room = 1 if m.cfg.arch == "encoder-decoder" else 0
     other = m.encode(clean_text, room=room, what="--patch-from")
     if m.cfg.arch == "encoder-decoder":
@@ -341,10 +367,13 @@ def patching(m, run, clean_text: str) -> dict:
     else:
         if len(other) != len(ids):
             raise InputError(
-                f"--patch-from has {len(other)} tokens but the text has {len(ids)}: patching a "
-                "decoder's heads position by position needs the same number of tokens"
+                f"--patch-from has {len(other)} tokens but the text has {len(ids)}: patching "
+                f"{'an encoder' if m.cfg.arch == 'encoder' else 'a decoder'}'s heads position "
+                "by position needs the same number of tokens"
             )
         clean, corrupted = other, ids
+    if m.cfg.arch == "encoder":
+        return _class_patching(m, clean_text, forward, clean, corrupted)
     good, bad = forward(clean), forward(corrupted)
     differs = [t for t in range(len(ids)) if good[t].argmax() != bad[t].argmax()]
     if not differs:
@@ -364,6 +393,27 @@ def patching(m, run, clean_text: str) -> dict:
         "after_token": m.readable([ids[t]])[0],
         "metric": f"logit[{pieces[0]}] - logit[{pieces[1]}]",
         "tables": tables,
+    }
+
+
+def _class_patching(m, clean_text: str, forward, clean: list[int], ids: list[int]) -> dict:
+    """`patching` of a classifier: one table (the encoder's heads), its metric the logit of the
+    clean run's class minus that of this run's class."""
+    names = m.class_names
+    good, bad = forward(clean), forward(ids)
+    g, b = int(good.argmax()), int(bad.argmax())
+    if g == b:
+        raise InputError(
+            f"both inputs are classified {names[g]}: nothing to restore; choose a --patch-from "
+            "text of another class"
+        )
+    metric = lambda z: float(z[g] - z[b])  # noqa: E731
+    table = I.patch_heads(forward, clean, ids, metric, stack="encoder", kind="self_attn")
+    return {
+        "clean": clean_text,
+        "metric": f"logit[{names[g]}] - logit[{names[b]}] (the clean run's class minus this run's)",
+        "tables": {"self_attn": table.to_dict()},
+        "classes": class_change(names, bad, good),
     }
 
 

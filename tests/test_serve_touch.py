@@ -89,8 +89,8 @@ def test_a_classifiers_ablation_is_its_class_probabilities(explorer, classifier)
                             "heads": [head("encoder", "self_attn", 0, 1)]})  # fmt: skip
     assert r["kind"] == "class"
     assert [c["label"] for c in r["classes"]] == ["yes", "no"]
-    np.testing.assert_allclose([c["clean"] for c in r["classes"]], before, atol=1e-12)
-    np.testing.assert_allclose([c["changed"] for c in r["classes"]], after, atol=1e-12)
+    np.testing.assert_allclose([c["before"] for c in r["classes"]], before, atol=1e-12)
+    np.testing.assert_allclose([c["after"] for c in r["classes"]], after, atol=1e-12)
     assert abs(after - before).max() > 1e-6  # the head matters, so the test can fail
     assert r["clean_label"] == ["yes", "no"][int(before.argmax())]
 

@@ -32,6 +32,8 @@ def models(tmp_path_factory):
     assert main(["init", str(d / "seq"), "--preset", "tiny", "--set", "arch=encoder-decoder",
                  *common]) == 0  # fmt: skip
     assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", *common]) == 0
+    assert main(["init", str(d / "emb"), "--preset", "encoder-classifier", "--set",
+                 "n_classes=0", *common]) == 0  # fmt: skip
     return d
 
 
@@ -110,7 +112,11 @@ def test_patching_table_has_one_row_per_layer(capsys, models, tmp_path):
         ("dec", ["--ablate", "decoder.0.nothing"], "no head, sublayer or step of this model"),
         ("dec", ["--patch-from", "the"], "same number of tokens"),
         ("dec", ["--patch-from", "the cat"], "same token at every position"),
-        ("enc", ["--ablate", "encoder.0.ffn"], "this encoder predicts none"),
+        ("emb", ["--ablate", "encoder.0.ffn"], "this encoder has no classifier"),
+        ("emb", ["--patch-from", "the dog"], "use a classifier, a decoder or an encoder-decoder"),
+        ("enc", ["--ablate", "decoder.0.ffn"], "this encoder model has no decoder"),
+        ("enc", ["--patch-from", "the"], "patching an encoder's heads position by position"),
+        ("enc", ["--patch-from", "the cat"], "both inputs are classified"),
     ],
 )
 def test_touch_refusals_are_one_line(capsys, models, model, argv, message):

@@ -4,7 +4,9 @@ with steps switched off, or with each head patched in from another input (activa
 The work is `Model.ablate` / `Model.patch`'s (`glassformer/touch.py`); here are the options and
 the printed outcome: per position, the token the model predicts with and without the ablation
 and how far the logits moved; for patching, a layers x heads table per attention kind of how
-much of the clean run's logit difference each head restores.
+much of the clean run's logit difference each head restores. A classifier's are its classes'
+probabilities before and after, by name, and its patching metric is the logit of the clean run's
+class minus that of this run's.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def render(result: dict) -> str:
         a = result["ablation"]
         lines.append(f"with {', '.join(a['ablated'])} ablated ({len(a['steps'])} steps zeroed):")
         lines += [f"  {note}" for note in a.get("notes", [])]
-        for r in a["positions"]:
+        if "classes" in a:  # a classifier: its one prediction, each class's probability
+            lines += classes(a["classes"])
+        for r in a.get("positions", []):
             mark = "  <- changed" if r["changed"] else ""
             lines.append(
                 f"  after {r['after_token']!s:>10}: predicts {r['predicted']!s:>10} -> "
@@ -46,13 +50,32 @@ def render(result: dict) -> str:
             lines.append(f"  output with the ablation: “{a['text_ablated']}”")
     if "patching" in result:
         p = result["patching"]
+        where = f"after {p['after_token']} (position {p['position']}), " if "position" in p else ""
         lines.append(
-            f"patching each head from “{p['clean']}” (clean) into this run, after "
-            f"{p['after_token']} (position {p['position']}), metric {p['metric']}: "
-            "0 = no effect, 1 = the clean value restored"
+            f"patching each head from “{p['clean']}” (clean) into this run, {where}"
+            f"metric {p['metric']}: 0 = no effect, 1 = the clean value restored"
         )
         for kind, table in p["tables"].items():
             lines.append(f"  {kind}" + "".join(f"{c:>9}" for c in table["cols"]))
             for row, values in zip(table["rows"], table["values"], strict=True):
                 lines.append(f"  {row:<9}" + "".join(f"{v:>9.3f}" for v in values))
+        if "classes" in p:
+            lines.append(
+                "  each class's probability in this run (before) and the clean run (after):"
+            )
+            lines += classes(p["classes"])
     return "\n".join(lines)
+
+
+def classes(rows: list[dict]) -> list[str]:
+    """A classifier's class probabilities before and after, one row per class, and the class
+    it predicts before and after."""
+    width = max(12, *(len(r["label"]) for r in rows))
+    out = [f"  {'class':<{width}}  {'before':>8}  {'after':>8}  {'change':>8}"]
+    for r in rows:
+        p, q, d = r["before"], r["after"], r["change"]
+        out.append(f"  {r['label']:<{width}}  {p:>8.4f}  {q:>8.4f}  {d:>+8.4f}")
+    top = [max(rows, key=lambda r: r[k])["label"] for k in ("before", "after")]
+    said = "unchanged" if top[0] == top[1] else "changed"
+    out.append(f"  predicts {top[0]} -> {top[1]} ({said})")
+    return out

@@ -1,7 +1,8 @@
 """The report sections of touching a model, and the page of a probe.
 
     ablation     the run beside the same run with steps zeroed: per position the token predicted
-                 with and without, how far the logits moved, the output generated again
+                 with and without, how far the logits moved, the output generated again (a
+                 classifier: each class's probability before and after)
     patching     the activation-patching sweep: a layers x heads heatmap per attention kind
     lens         the logit lens: the top tokens each layer would predict, per position
     dla          each head's direct share of one logit
@@ -23,8 +24,16 @@ from glassformer.explain.html_pieces import asset, esc, table, tint
 
 def ablation_section(a: dict) -> str:
     """Per position: the token after which the model predicts, its prediction without and with
-    the ablation, and the largest change of any logit; changed predictions stand out."""
+    the ablation, and the largest change of any logit; changed predictions stand out. A
+    classifier's: each class's probability without and with it (`classes_table`)."""
     steps = ", ".join(a["ablated"])
+    if "classes" in a:
+        intro = (
+            f"<p>The same tokens again with <b>{esc(steps)}</b> zeroed ({len(a['steps'])} steps "
+            "of the trace): each class's probability before and after.</p>"
+        )
+        notes = "".join(f"<p class='sub'>{esc(note)}.</p>" for note in a.get("notes", ()))
+        return intro + classes_table(a["classes"]) + notes
     out = [
         f"<p>The same tokens again with <b>{esc(steps)}</b> zeroed ({len(a['steps'])} steps of "
         "the trace), beside the original run. A row in red predicts another token.</p>"
@@ -56,10 +65,13 @@ def ablation_section(a: dict) -> str:
 def patching_section(p: dict) -> str:
     """Each head patched from the clean run into this one: the share of the logit difference it
     restores, as a layers x heads heatmap per attention kind (0: no effect, 1: all of it)."""
+    where = "The metric"
+    if "position" in p:
+        after = f"<span class='tok'>{esc(p['after_token'])}</span>"
+        where = f"At position {p['position']} (after {after}) the metric"
     out = [
         f"<p>Each head's output patched in from the run on <b>“{esc(p['clean'])}”</b> (clean) "
-        f"into this run, one head at a time. At position {p['position']} (after "
-        f"<span class='tok'>{esc(p['after_token'])}</span>) the metric is {esc(p['metric'])}; "
+        f"into this run, one head at a time. {where} is {esc(p['metric'])}; "
         "a cell is (patched − this run) / (clean − this run): 0 = no effect, 1 = the clean "
         "value restored; blue above 0, red below, one tint for one value in every table.</p>"
     ]
@@ -68,7 +80,31 @@ def patching_section(p: dict) -> str:
     for kind, t in p["tables"].items():
         grid = table(values[kind], t["rows"], t["cols"], signed=True, scale=top)
         out.append(f"<h3>{esc(kind)}</h3>{grid}")
+    if "classes" in p:
+        out.append(
+            "<p>Each class's probability in this run (before) and the clean run (after).</p>"
+        )
+        out.append(classes_table(p["classes"]))
     return "".join(out)
+
+
+def classes_table(rows: list[dict]) -> str:
+    """A classifier's classes: probability before and after, and the change (exact in titles);
+    the class predicted before and after marked."""
+    top = [max(rows, key=lambda r: r[k])["label"] for k in ("before", "after")]
+    out = ["<tr><th>class</th><th>before</th><th>after</th><th>change</th></tr>"]
+    for r in rows:
+        mark = " class='changed'" if r["label"] in top and top[0] != top[1] else ""
+        cells = "".join(
+            f"<td title='{r[k]:.15g}'>{r[k]:{'+' if k == 'change' else ''}.4f}</td>"
+            for k in ("before", "after", "change")
+        )
+        out.append(f"<tr{mark}><td>{esc(r['label'])}</td>{cells}</tr>")
+    said = "unchanged" if top[0] == top[1] else "changed"
+    return (
+        f"<table class='touch'>{''.join(out)}</table><p>Class: <b>{esc(top[0])}</b> → "
+        f"<b>{esc(top[1])}</b> ({said}).</p>"
+    )
 
 
 def lens_section(result: dict) -> str:

@@ -38,7 +38,7 @@ from glassformer.explain.words import sharing
 from glassformer.model import Model
 from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
-from glassformer.touch import check_finite
+from glassformer.touch import check_finite, class_change
 from glassformer.trace import Trace, tracing
 
 TOP = 10  # next tokens listed beside a run
@@ -301,13 +301,8 @@ def _encoder_change(m: Model, clean, changed) -> dict:
     """A classifier's class probabilities before and after (by class name); another encoder's
     cosine between its pooled outputs."""
     if m.cfg.n_classes:
-        before, after = decoding.softmax(clean), decoding.softmax(changed)
-        names = m.class_names
-        rows = [
-            {"label": n, "clean": float(p), "changed": float(q), "delta": float(q - p)}
-            for n, p, q in zip(names, before, after, strict=True)
-        ]
-        top = m.class_result(before)["label"], m.class_result(after)["label"]
+        rows = class_change(m.class_names, clean, changed)  # as `explain --ablate` tells them
+        top = [max(rows, key=lambda r: r[k])["label"] for k in ("before", "after")]
         return {"kind": "class", "classes": rows, "clean_label": top[0], "changed_label": top[1]}
     a, b = clean.mean(axis=0), changed.mean(axis=0)
     cos = float(a @ b / max(np.linalg.norm(a) * np.linalg.norm(b), 1e-300))

@@ -1095,10 +1095,10 @@
     return out;
   }
   function classChange(r) {  // a classifier: each class's probability before and after
-    const rows = r.classes || (r.clean || []).map((c, i) => ({ label: c.label, clean: c.probability, changed: r.changed[i].probability, delta: r.changed[i].probability - c.probability }));
+    const rows = r.classes || (r.clean || []).map((c, i) => ({ label: c.label, before: c.probability, after: r.changed[i].probability, change: r.changed[i].probability - c.probability }));
     const t = el("table", { class: "next classes" }, el("tr", {}, ...["class", "clean", "changed", "Δ"].map(x => el("th", { text: x }))));
-    for (const c of rows) t.append(el("tr", { "data-label": c.label }, el("td", { class: "t", text: c.label }), el("td", { text: pct(c.clean), title: exact(c.clean) }), el("td", { text: pct(c.changed), title: exact(c.changed) }),
-      el("td", { class: c.delta > 0 ? "up" : c.delta < 0 ? "down" : "", text: (c.delta > 0 ? "+" : "") + sig(100 * c.delta) + " points", title: exact(c.delta) })));
+    for (const c of rows) t.append(el("tr", { "data-label": c.label }, el("td", { class: "t", text: c.label }), el("td", { text: pct(c.before), title: exact(c.before) }), el("td", { text: pct(c.after), title: exact(c.after) }),
+      el("td", { class: c.change > 0 ? "up" : c.change < 0 ? "down" : "", text: (c.change > 0 ? "+" : "") + sig(100 * c.change) + " points", title: exact(c.change) })));
     const said = r.clean_label !== undefined ? el("p", { text: "class: " + r.clean_label + " → " + r.changed_label + (r.clean_label === r.changed_label ? " (unchanged)" : " (changed)") }) : null;
     return el("div", { class: "result classes" }, said, t);
   }
