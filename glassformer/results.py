@@ -208,7 +208,8 @@ class Ablation(Result):
         return [r["position"] for r in self.positions if r["changed"]]
 
     def _title(self) -> str:
-        return f"of {clip(', '.join(self.ablated), 80)} ({len(self.steps)} steps)"
+        n = len(self.steps)
+        return f"of {clip(', '.join(self.ablated), 80)} ({n} step{'s' * (n != 1)})"
 
     def _lines(self) -> list[tuple[str, str]]:
         changed, n = self.changed, len(self.positions)
