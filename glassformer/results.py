@@ -182,39 +182,51 @@ class Attribution(Result):
 # -- interventions --------------------------------------------------------------------------------
 
 
+def _class_lines(classes: list[dict] | None, k: int = 3) -> list[tuple[str, str]]:
+    """A classifier's classes before -> after, the most changed first (a few of them)."""
+    rows = sorted(classes or (), key=lambda r: -abs(r["change"]))[:k]
+    return [
+        (f"class {clip(r['label'], 30)}", f"{r['before']:.4f} -> {r['after']:.4f}") for r in rows
+    ]
+
+
 @dataclass(repr=False)
 class Ablation(Result):
-    """`Model.ablate`: the names ablated, the trace `steps` they zeroed, per position (`positions`:
-    position, after_token, predicted, predicted_ablated, changed, max_logit_change), the `notes`
-    on shared K/V heads (None: none), the output generated again without and with the
-    ablation (`text`, `text_ablated`; None when the run generated nothing) and, for a
-    classifier, each class's probability before and after (`classes`; None otherwise)."""
+    """`Model.ablate`: the names ablated, the trace `steps` they zeroed, per position of a model
+    that predicts tokens (`positions`: position, after_token, predicted, predicted_ablated,
+    changed, max_logit_change; None for a classifier), for a classifier each class's
+    probability before and after (`classes`: label, before, after, change; None otherwise), the
+    `notes` on shared K/V heads (None: none), and the output generated again without and with
+    the ablation (`text`, `text_ablated`; None when the run generated nothing)."""
 
     ablated: list[str]
     steps: list[str]
-    positions: list[dict]
+    positions: list[dict] | None = None
+    classes: list[dict] | None = None
     notes: list[str] | None = None
     text: str | None = None
     text_ablated: str | None = None
-    classes: dict | None = None
 
     def to_dict(self) -> dict:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return _without_none(d, "notes", "text", "text_ablated", "classes")
+        return _without_none(d, "positions", "classes", "notes", "text", "text_ablated")
 
     @property
     def changed(self) -> list[int]:
         """The positions whose predicted token the ablation changed."""
-        return [r["position"] for r in self.positions if r["changed"]]
+        return [r["position"] for r in self.positions or () if r["changed"]]
 
     def _title(self) -> str:
         n = len(self.steps)
         return f"of {clip(', '.join(self.ablated), 80)} ({n} step{'s' * (n != 1)})"
 
     def _lines(self) -> list[tuple[str, str]]:
+        out = _class_lines(self.classes)
+        if self.positions is None:
+            return out
         changed, n = self.changed, len(self.positions)
         where = f" (positions {clip(', '.join(map(str, changed)), 60)})" if changed else ""
-        out = [("predictions changed", f"{len(changed)} of {n}{where}")]
+        out.append(("predictions changed", f"{len(changed)} of {n}{where}"))
         if self.positions:
             worst = max(self.positions, key=lambda r: r["max_logit_change"])
             at = f"{worst['max_logit_change']:.4f} at position {worst['position']}"
@@ -227,27 +239,32 @@ class Ablation(Result):
 
 @dataclass(repr=False)
 class Patching(Result):
-    """`Model.patch`: the `clean` text, the `position` patched for (after `after_token`), the
-    `metric` (a logit difference), per attention kind the table of each head's restored share
-    (`tables`: rows, cols, positions, values, raw, clean, corrupted, names) and, for a
-    classifier, each class's probability before and after (`classes`; None otherwise)."""
+    """`Model.patch`: the `clean` text, the `position` patched for (after `after_token`; both
+    None for a classifier, which has one output), the `metric` (a logit difference), per
+    attention kind the table of each head's restored share (`tables`: rows, cols, positions,
+    values, raw, clean, corrupted, names) and, for a classifier, each class's probability in
+    this run (before) and in the clean run (after) (`classes`: label, before, after, change;
+    None otherwise)."""
 
     clean: str
-    position: int
-    after_token: str
     metric: str
     tables: dict[str, dict]
-    classes: dict | None = None
+    position: int | None = None
+    after_token: str | None = None
+    classes: list[dict] | None = None
 
     def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return _without_none(d, "classes")
+        d = {"clean": self.clean, "position": self.position, "after_token": self.after_token}
+        d |= {"metric": self.metric, "tables": self.tables, "classes": self.classes}
+        return _without_none(d, "position", "after_token", "classes")
 
     def _title(self) -> str:
-        return f"from {clip(repr(self.clean), 60)} at position {self.position}"
+        at = f" at position {self.position}" if self.position is not None else ""
+        return f"from {clip(repr(self.clean), 60)}{at}"
 
     def _lines(self) -> list[tuple[str, str]]:
-        out = [("metric", f"{self.metric} after {self.after_token!r}")]
+        after = f" after {self.after_token!r}" if self.after_token is not None else ""
+        out = [("metric", f"{clip(self.metric, 100)}{after}"), *_class_lines(self.classes)]
         for kind, t in self.tables.items():
             v = np.asarray(t["values"], dtype=float)
             if v.ndim == 2 and np.isfinite(v).any():

@@ -343,7 +343,7 @@ def ablation(m, run, ablate: list[str]) -> results.Ablation:
                 "max_logit_change": float(np.abs(after[t] - before[t]).max()),
             }
         )
-    out = results.Ablation(list(ablate), sorted(fns), rows, notes(ablate, m.cfg) or None)
+    out = results.Ablation(list(ablate), sorted(fns), rows, notes=notes(ablate, m.cfg) or None)
     if run.generation is not None:
         out.text = _regenerate(m, run)
         with intervene(fns):
@@ -393,7 +393,7 @@ def patching(m, run, clean_text: str) -> results.Patching:
     tables = {k: I.patch_heads(forward, clean, corrupted, metric, kind=k).to_dict() for k in kinds}
     pieces = m.readable([g, b])
     metric = f"logit[{pieces[0]}] - logit[{pieces[1]}]"
-    return results.Patching(clean_text, t, m.readable([ids[t]])[0], metric, tables)
+    return results.Patching(clean_text, metric, tables, t, m.readable([ids[t]])[0])
 
 
 # -- the lens and attribution ----------------------------------------------------------------------

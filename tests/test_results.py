@@ -152,12 +152,16 @@ def test_an_optional_field_that_is_none_has_no_key():
     a = Rs.Ablation(["decoder.0.ffn"], ["decoder.0.ffn.out"], rows)
     assert list(a.to_dict()) == ["ablated", "steps", "positions"]
     a.text, a.text_ablated = "ab", "ac"
-    a.classes = {"yes": {"before": 0.75, "after": 0.5}}
-    assert list(a.to_dict()) == ["ablated", "steps", "positions", "text", "text_ablated", "classes"]
-    p = Rs.Patching("clean", 1, "a", "logit[a] - logit[b]", {})
-    assert "classes" not in p.to_dict()
-    p.classes = {"yes": {"before": 0.75, "after": 0.5}}
-    assert p.to_dict()["classes"] == p.classes
+    assert list(a.to_dict()) == ["ablated", "steps", "positions", "text", "text_ablated"]
+    p = Rs.Patching("clean", "logit[a] - logit[b]", {}, 1, "a")
+    assert list(p.to_dict()) == ["clean", "position", "after_token", "metric", "tables"]
+    # a classifier's (the keys in the order `explain --json` writes them): no positions
+    classes = [{"label": "yes", "before": 0.75, "after": 0.5, "change": -0.25}]
+    a = Rs.Ablation(["encoder.0.ffn"], ["encoder.0.ffn.out"], classes=classes, notes=["n"])
+    assert list(a.to_dict()) == ["ablated", "steps", "classes", "notes"]
+    p = Rs.Patching("clean", "logit[yes] - logit[no]", {}, classes=classes)
+    assert list(p.to_dict()) == ["clean", "metric", "tables", "classes"]
+    assert "class yes: 0.7500 -> 0.5000" in repr(a) and "class yes" in repr(p)
     c = Rs.Classification.of(["yes", "no"], np.array([0.25, 0.75]))
     every = '"probabilities": {"yes": 0.25, "no": 0.75}'
     assert c.to_json() == '{"label": "no", "class": 1, "probability": 0.75, ' + every + "}"
