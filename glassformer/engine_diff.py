@@ -50,6 +50,7 @@ from glassformer.explain.html_pieces import asset, dims, esc
 from glassformer.hf_hooks import hf_engine
 from glassformer.model import Model
 from glassformer.numerics import NonFiniteError, first_nonfinite, origin
+from glassformer.results import Result
 from glassformer.trace import Step, Trace, jsonable, tracing
 
 WHAT = {
@@ -109,11 +110,12 @@ class Row:
     cells: dict[str, Cell | None]
 
 
-@dataclass
-class DiffResult:
+@dataclass(repr=False)
+class DiffResult(Result):
     """What `diff` found: the engines' labels (the first is the one compared against) with what
     each is (`kinds`), the tolerance, one `Row` per step, and per other engine the first step
-    beyond the tolerance (None: none is)."""
+    beyond the tolerance (None: none is). Its repr: one line per engine, the largest difference
+    and the first step beyond; `to_json()` what `glassformer diff --json` writes."""
 
     model: str
     summary: str
@@ -142,6 +144,20 @@ class DiffResult:
     def missing(self, label: str) -> list[str]:
         """The steps of the first engine that `label` does not record."""
         return [r.name for r in self.rows if r.cells.get(label) is None]
+
+    def _title(self) -> str:
+        return (
+            f"of {self.model}: {len(self.rows)} steps against {self.engines[0]}, tol {self.tol:g}"
+        )
+
+    def _lines(self) -> list[tuple[str, str]]:
+        out = []
+        for e in self.engines[1:]:
+            worst, where = self.largest(e)
+            first = self.first_beyond.get(e)
+            beyond = f"first beyond tol at {first}" if first else "none beyond tol"
+            out.append((e, f"largest max|a - b| {worst:.3g} at {where}; {beyond}"))
+        return out
 
     def to_dict(self) -> dict:
         """Strict-JSON data: every row with each engine's numbers, and the findings."""

@@ -15,6 +15,7 @@ import numpy as np
 from glassformer import inference
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
+from glassformer.results import Record
 
 
 def one(m, text: str, decoding) -> str:
@@ -320,17 +321,16 @@ def _one_recorded(m, ids: list[int], decoding, recorder) -> tuple:
     return new, recording.as_lists(per, n_keys, _queries(m, len(prompt), len(new)))
 
 
-def _record(m, ids: list[int], new: list[int], values: dict, top_k: int) -> dict:
+def _record(m, ids: list[int], new: list[int], values: dict, top_k: int) -> Record:
     """One line of `generate --record`: the input's pieces (a decoder's prompt, an encoder-
     decoder's source), the new tokens (EOS included when reached) and, per new token, each
     recorded step's values and the top_k tokens by log-probability."""
-    record = {"input": m.pieces(ids), "ids": new, "tokens": m.pieces(new)}
     steps = {
         k: [a.tolist() for a in v] for k, v in values.items() if k not in ("top_k", "top_logp")
     }
-    record["steps"] = steps
+    record = Record(m.pieces(ids), new, m.pieces(new), steps)
     if top_k:
-        record["top_k"] = [
+        record.top_k = [
             {"ids": t.tolist(), "tokens": m.pieces(t.tolist()), "logprobs": lp.tolist()}
             for t, lp in zip(values["top_k"], values["top_logp"], strict=True)
         ]

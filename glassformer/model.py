@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import inference, numerics, weights
+from glassformer import inference, numerics, results, weights
 from glassformer import reference as R
 from glassformer.arguments import checked
 from glassformer.config import Config
@@ -363,7 +363,7 @@ class Model:
         batch_size: int = 32,
         places: list[str] | None = None,
         **options,
-    ) -> tuple[str, dict] | list[tuple[str, dict | None]]:
+    ) -> tuple[str, results.Record] | list[tuple[str, results.Record | None]]:
         """`glassformer generate --record`: (output, record) for a text, a list of them for a
         list (a blank text's: ("", None)); the outputs are `generate`'s, the record the line
         `--record` writes less its "place": the input's pieces, the new ids and tokens and, per
@@ -457,10 +457,12 @@ class Model:
         fix = "try --engine reference"
         return inference.class_probabilities(self.cfg, self.params, ids, engine, fix=fix)
 
-    def classify(self, text: str | list[str], *, engine: str | None = None, places=None):
-        """What `glassformer classify --json` gives per text: {label, class, probability,
-        probabilities by class name} (a list of them for a list; `places` names each text in
-        a refusal of non-finite values)."""
+    def classify(
+        self, text: str | list[str], *, engine: str | None = None, places=None
+    ) -> results.Classification | list[results.Classification]:
+        """What `glassformer classify --json` gives per text: a `Classification` (label, class
+        index, probability, probabilities by class name); a list of them for a list (`places`
+        names each text in a refusal of non-finite values)."""
         self.need_classifier()
         texts = [text] if isinstance(text, str) else list(text)
         ids = [self.encode(t) for t in texts]
@@ -469,18 +471,11 @@ class Model:
             probs = self.class_probabilities(ids, engine=engine)
         except numerics.NonFiniteError as e:
             raise e.at(places[e.row]) from None
-        out = [self.class_result(p) for p in probs]
+        out = [results.Classification.of(self.class_names, p) for p in probs]
         return out[0] if isinstance(text, str) else out
 
     def class_result(self, probs: np.ndarray) -> dict:
-        names = self.class_names
-        k = int(np.argmax(probs))
-        return {
-            "label": names[k],
-            "class": k,
-            "probability": float(probs[k]),
-            "probabilities": dict(zip(names, map(float, probs), strict=True)),
-        }
+        return results.Classification.of(self.class_names, probs).to_dict()
 
     def need_classifier(self) -> None:
         cfg = self.cfg
@@ -522,14 +517,14 @@ class Model:
         """The trace of `run(text, ...)`: every intermediate, by name."""
         return self.run(text, **kwargs).trace
 
-    def result(self, run: Run) -> dict:
+    def result(self, run: Run) -> results.Outcome:
         """What the model made of the run's input (the end of an explain report): the decoded
         text, the next token, the class with its probability, or the pooled embedding."""
         from glassformer import touch
 
         return touch.result(self, run)
 
-    def ablate(self, text: str | Run, names: list[str], **kwargs) -> dict:
+    def ablate(self, text: str | Run, names: list[str], **kwargs) -> results.Ablation:
         """`explain --ablate`: per position the prediction with and without the named heads,
         sublayers or steps zeroed (and the output generated again under the ablation); for a
         classifier, each class's probability before and after by name ("classes"). text: the
@@ -539,7 +534,7 @@ class Model:
         run = text if isinstance(text, Run) else self.run(text, **kwargs)
         return touch.ablation(self, run, [names] if isinstance(names, str) else list(names))
 
-    def patch(self, text: str | Run, clean: str, **kwargs) -> dict:
+    def patch(self, text: str | Run, clean: str, **kwargs) -> results.Patching:
         """`explain --patch-from CLEAN`: how much of the clean run's logit difference each
         head restores when patched into the run on `text` (or a Run already made). A
         classifier's metric is logit[the clean run's class] - logit[this run's class], and
@@ -554,13 +549,13 @@ class Model:
         """A context in which both engines' taps apply `fns` ({name: fn}, `interventions`)."""
         return trace_intervene(fns)
 
-    def lens(self, text: str, **kwargs) -> dict:
+    def lens(self, text: str, **kwargs) -> results.Lens:
         """`glassformer lens --json`: the logit lens (and direct logit attribution with dla=)."""
         from glassformer import touch
 
         return touch.lens(self, text, **kwargs)
 
-    def attribute(self, text: str, **kwargs) -> dict:
+    def attribute(self, text: str, **kwargs) -> results.Attribution:
         """`glassformer attribute --json`: each predicted token's logit shared among inputs."""
         from glassformer import touch
 

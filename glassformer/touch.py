@@ -3,8 +3,9 @@
 logit lens (`Model.lens`) and input attribution (`Model.attribute`).
 
 The work is `interventions.py`'s, `lens.py`'s and `attribution.py`'s; here is how a Model's text
-becomes their inputs and how their outcomes are told (JSON-ready dicts, the same the command
-line prints and writes). Every run is the float64 reference engine's unless a method says so.
+becomes their inputs and how their outcomes are told (the typed results of `results.py`, whose
+`to_dict()` the command line prints and writes). Every run is the float64 reference engine's
+unless a method says so. A `Run` is also a mapping of its trace's step names to values.
 
 Deliberately not here: argument parsing, printing, HTML.
 """
@@ -13,24 +14,28 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from glassformer import interventions as I
-from glassformer import numerics
+from glassformer import numerics, results
 from glassformer import reference as R
 from glassformer.decoding import Decoding
 from glassformer.errors import InputError
-from glassformer.trace import Trace, intervene, tracing
+from glassformer.trace import Trace, byte_size, clip, few_names, intervene, tracing
 
 
-@dataclass
-class Run:
+@dataclass(repr=False)
+class Run(Mapping):
     """One traced forward pass of the reference engine (float64, every step) and what it
     read: src (an encoder-decoder's source, an encoder's text), ids (the decoder's tokens, else
     the encoder's), what the pass returned, the generation it decoded (or None) and where that
-    started, and per stack what it read ({stack: (what, ids)})."""
+    started, and per stack what it read ({stack: (what, ids)}).
+
+    A mapping of its trace's step names to values, as the trace is: `run[name]`, a glob
+    `run["decoder.0.*.A"]` -> {name: array}, `keys()`, `items()`, `in`, `len`, iteration."""
 
     trace: Trace
     src: list[int] | None
@@ -43,6 +48,38 @@ class Run:
     stacks: dict = field(default_factory=dict)
     decoding: Decoding = field(default_factory=Decoding)
 
+    def __getitem__(self, name: str) -> np.ndarray | dict[str, np.ndarray]:
+        return self.trace[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.trace
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.trace)
+
+    def __len__(self) -> int:
+        return len(self.trace)
+
+    def __repr__(self) -> str:
+        """A few lines: the model and text, the steps and bytes, what each stack read, what
+        was generated, a few step names (never the arrays)."""
+        t = self.trace
+        made = f" of {clip(t.model, 80)}" if t.model else ""
+        made += f" on {clip(repr(t.text), 80)}" if t.text is not None else ""
+        lines = [f"<glassformer.Run{made}: {len(t)} steps, {byte_size(t.nbytes)}"]
+        lines += [f"  {k}: {what}, {len(x)} tokens" for k, (what, x) in self.stacks.items()]
+        if self.generation is not None:
+            n_new = len(self.generation.ids) - self.n_prompt
+            lines.append(f"  generated {n_new} tokens ({self.decoding.strategy})")
+        lines.append(f"  output: {np.shape(self.output)} {_what_output(self)}")
+        return "\n".join([*lines, f"  {few_names(list(t))}>"])
+
+
+def _what_output(run: Run) -> str:
+    if run.logits is None:
+        return "the encoder output"
+    return "class logits" if np.ndim(run.output) == 1 else "logits"
+
 
 _HEAD = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.head(\d+)")
 _KV = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.kv_head(\d+)")
@@ -54,6 +91,12 @@ _SUBLAYER = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn|ffn)")
 
 def traced_run(m, text, ids, target, decoding, quiet):
     """See `Model.run`. The run's `stacks` says what each stack read: {stack: (what, ids)}."""
+    run = _traced(m, text, ids, target, decoding, quiet)
+    run.trace.model, run.trace.text = m.name, text  # what its repr says made it
+    return run
+
+
+def _traced(m, text, ids, target, decoding, quiet):
     cfg = m.cfg
     decoding = decoding or Decoding()
     unknown: list[str] = []
@@ -108,46 +151,39 @@ def check_finite(m, run) -> None:
     numerics.check(np.asarray(out)[None], lambda _: (what, run.ids, src), m.params, m.cfg, m.fix)
 
 
-def result(m, run) -> dict:
+def result(m, run) -> results.Outcome:
     """See `Model.result`."""
     from glassformer.decoding import stop_reason
 
     cfg = m.cfg
     if cfg.arch == "encoder":
         if cfg.n_classes:
-            told = m.class_result(R.softmax(run.output))
-            summary = f"class {told['label']} with probability {told['probability']:.4f}"
-            return {"kind": "class", **told, "summary": summary}
+            told = results.Classification.of(m.class_names, R.softmax(run.output))
+            summary = f"class {told.label} with probability {told.probability:.4f}"
+            return results.PredictedClass(told, summary)
         e = run.trace["embedding"]  # (C,), recorded by the run
         head = ", ".join(f"{v:+.4f}" for v in e[:6])
-        return {
-            "kind": "embedding",
-            "embedding": e.tolist(),
-            "summary": f"the pooled embedding (mean over the tokens, unit length): {len(e)} "
-            f"dims [{head}, ...]",
-        }
+        return results.PooledEmbedding(
+            e.tolist(),
+            f"the pooled embedding (mean over the tokens, unit length): {len(e)} dims "
+            f"[{head}, ...]",
+        )
     ids, n_prompt = run.ids, run.n_prompt
     if run.generation is not None:
         text = m.decode(ids[n_prompt:] if cfg.arch == "encoder-decoder" else ids)
         why = stop_reason(run.generation, n_prompt, run.decoding, cfg)
-        return {
-            "kind": "text",
-            "ids": ids[n_prompt:],
-            "text": text,
-            "summary": f"“{text}” ({run.decoding.strategy}; {why})",
-        }
+        summary = f"“{text}” ({run.decoding.strategy}; {why})"
+        return results.GeneratedText(ids[n_prompt:], text, summary)
     probs = R.softmax(run.output[-1])
     k = int(probs.argmax())
     word = m.readable([k])[0]
     given = f"the target “{m.decode(ids[1:])}” given; " if cfg.arch == "encoder-decoder" else ""
-    return {
-        "kind": "next token",
-        "id": k,
-        "token": m.pieces([k])[0],
-        "probability": float(probs[k]),
-        "summary": f"{given}the most likely next token is “{word}” (id {k}) with probability "
-        f"{probs[k]:.4f}",
-    }
+    return results.NextToken(
+        k,
+        m.pieces([k])[0],
+        float(probs[k]),
+        f"{given}the most likely next token is “{word}” (id {k}) with probability {probs[k]:.4f}",
+    )
 
 
 # -- ablation and patching -----------------------------------------------------------------------
@@ -299,7 +335,7 @@ def class_change(names: list[str], before, after) -> list[dict]:
     ]
 
 
-def ablation(m, run, ablate: list[str]) -> dict:
+def ablation(m, run, ablate: list[str]) -> results.Ablation:
     """See `Model.ablate`: per position, the predicted token with and without the ablation, the
     largest logit change, and (when the run generated its output) the output generated again
     with and without it; a classifier's, each class's probability before and after by name
@@ -316,9 +352,10 @@ def ablation(m, run, ablate: list[str]) -> dict:
         raise InputError(unknown_name(missing[0], m.cfg, trace))
     after = I.run_with(forward, inp, fns)
     if m.cfg.arch == "encoder":
-        out = {"ablated": list(ablate), "steps": sorted(fns)}
-        out["classes"] = class_change(m.class_names, before, after)
-        return out | ({"notes": notes(ablate, m.cfg)} if notes(ablate, m.cfg) else {})
+        classes = class_change(m.class_names, before, after)
+        return results.Ablation(
+            list(ablate), sorted(fns), classes=classes, notes=notes(ablate, m.cfg) or None
+        )
     rows = []
     for t in range(len(ids)):
         a, b = int(before[t].argmax()), int(after[t].argmax())
@@ -332,13 +369,11 @@ def ablation(m, run, ablate: list[str]) -> dict:
                 "max_logit_change": float(np.abs(after[t] - before[t]).max()),
             }
         )
-    out = {"ablated": list(ablate), "steps": sorted(fns), "positions": rows}
-    if notes(ablate, m.cfg):
-        out["notes"] = notes(ablate, m.cfg)
+    out = results.Ablation(list(ablate), sorted(fns), rows, notes=notes(ablate, m.cfg) or None)
     if run.generation is not None:
-        out["text"] = _regenerate(m, run)
+        out.text = _regenerate(m, run)
         with intervene(fns):
-            out["text_ablated"] = _regenerate(m, run)
+            out.text_ablated = _regenerate(m, run)
     return out
 
 
@@ -351,7 +386,7 @@ def _regenerate(m, run) -> str:
     return m.decode(gen.ids[len(prompt) :] if src is not None else gen.ids)
 
 
-def patching(m, run, clean_text: str) -> dict:
+def patching(m, run, clean_text: str) -> results.Patching:
     """See `Model.patch`: heads patched one at a time from the run on `clean_text` (clean) into
     this run (corrupted), per attention kind: (patched - corrupted) / (clean - corrupted) of the
     logit difference between the two runs' predictions at the first position where they
@@ -387,16 +422,13 @@ def patching(m, run, clean_text: str) -> dict:
     kinds = ["self_attn", "cross_attn"] if m.cfg.arch == "encoder-decoder" else ["self_attn"]
     tables = {k: I.patch_heads(forward, clean, corrupted, metric, kind=k).to_dict() for k in kinds}
     pieces = m.readable([g, b])
-    return {
-        "clean": clean_text,
-        "position": t,
-        "after_token": m.readable([ids[t]])[0],
-        "metric": f"logit[{pieces[0]}] - logit[{pieces[1]}]",
-        "tables": tables,
-    }
+    metric = f"logit[{pieces[0]}] - logit[{pieces[1]}]"
+    return results.Patching(clean_text, metric, tables, t, m.readable([ids[t]])[0])
 
 
-def _class_patching(m, clean_text: str, forward, clean: list[int], ids: list[int]) -> dict:
+def _class_patching(
+    m, clean_text: str, forward, clean: list[int], ids: list[int]
+) -> results.Patching:
     """`patching` of a classifier: one table (the encoder's heads), its metric the logit of the
     clean run's class minus that of this run's class."""
     names = m.class_names
@@ -409,12 +441,9 @@ def _class_patching(m, clean_text: str, forward, clean: list[int], ids: list[int
         )
     metric = lambda z: float(z[g] - z[b])  # noqa: E731
     table = I.patch_heads(forward, clean, ids, metric, stack="encoder", kind="self_attn")
-    return {
-        "clean": clean_text,
-        "metric": f"logit[{names[g]}] - logit[{names[b]}] (the clean run's class minus this run's)",
-        "tables": {"self_attn": table.to_dict()},
-        "classes": class_change(names, bad, good),
-    }
+    metric = f"logit[{names[g]}] - logit[{names[b]}] (the clean run's class minus this run's)"
+    tables = {"self_attn": table.to_dict()}
+    return results.Patching(clean_text, metric, tables, classes=class_change(names, bad, good))
 
 
 # -- the lens and attribution ----------------------------------------------------------------------
@@ -453,8 +482,10 @@ def token_id(m, text: str, flag: str) -> int:
     return ids[0]
 
 
-def lens(m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=None, position=None):
-    """See `Model.lens`: {"input": readable tokens, "lens": the logit lens table, "dla": ...}."""
+def lens(
+    m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=None, position=None
+) -> results.Lens:
+    """See `Model.lens`: the readable tokens, the logit lens table and the DLA."""
     from glassformer import lens as L
 
     if target is not None and m.cfg.arch == "decoder":
@@ -482,15 +513,14 @@ def lens(m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=No
         logits = R.forward(m.params, m.cfg, ids, src_ids=src)
     numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
     table = L.logit_lens(trace, m.params, m.cfg, k=k, sublayers=sublayers)
-    result = {
-        "input": m.readable(ids),
-        "lens": table.to_dict(tokens=m.readable(range(m.cfg.vocab_size))),
-    }
+    result = results.Lens(
+        m.readable(ids), table.to_dict(tokens=m.readable(range(m.cfg.vocab_size)))
+    )
     if dla is not None:
         token = token_id(m, dla, "--dla")
         other = token_id(m, versus, "--versus") if versus is not None else None
         d = L.direct_logit_attribution(trace, m.params, m.cfg, token, other, position)
-        result["dla"] = d.to_dict() | {"token": dla, "versus": versus}
+        result.dla = d.to_dict() | {"token": dla, "versus": versus}
     return result
 
 
@@ -503,8 +533,8 @@ def attribute(
     steps=None,
     max_new_tokens=None,
     baseline=None,
-):
-    """See `Model.attribute`: {"input", "predicted", and the attribution's fields}."""
+) -> results.Attribution:
+    """See `Model.attribute`: the input's tokens, those predicted, and the attribution."""
     import torch
 
     from glassformer import attribution
@@ -548,11 +578,11 @@ def attribute(
         model, ids, targets, method=method, steps=steps, stack=stack, src_ids=src, baseline=base
     )
     numerics.check(res.scores[None], lambda _: ("the attributions", ids, src), m.params, cfg)
-    out = {"input": m.readable(shown), "predicted": m.readable(res.tokens)} | res.to_dict()
+    out = results.Attribution(m.readable(shown), m.readable(res.tokens), **res.to_dict())
     if base is not None:
-        out["baseline"] = m.readable([base])[0]
+        out.baseline = m.readable([base])[0]
     elif method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
-        out["note"] = (
+        out.note = (
             "this model adds no position vectors, so the baseline (every token embedding 0) is an "
             "all-zero input, where its norms jump (each scales a vanishing row by up to 1/√ε): "
             "the integral cannot be resolved and the completeness error stays large at any "

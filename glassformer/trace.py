@@ -39,7 +39,7 @@ import difflib
 import fnmatch
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -112,13 +112,22 @@ class Step:
         }
 
 
-@dataclass
-class Trace:
-    """The ordered steps of one run; `labels` names the tokens of each stack for display."""
+@dataclass(repr=False)
+class Trace(Mapping):
+    """The ordered steps of one run; `labels` names the tokens of each stack for display.
+
+    A read-only mapping of step names to values, as a dict: `trace[name]` is the step's array,
+    `trace["decoder.0.*.A"]` (a glob: *, ? or [...]) a dict {name: array} of every step it
+    matches in order; `keys()`, `values()`, `items()`, `in`, `len` and iteration go over the
+    distinct names in the order first recorded (`steps` holds every recorded `Step`, a name
+    recorded twice included; `trace[name]` is its first). `model` and `text`, when the run
+    set them, say in the repr what made it."""
 
     steps: list[Step] = field(default_factory=list)
     labels: dict[str, list[str]] = field(default_factory=dict)
     dtype: type = np.float64  # how recorded float values are stored
+    model: str | None = None  # the name of the model that made it (for the repr)
+    text: str | None = None  # the text it read (for the repr)
     _first: dict[str, Step] = field(default_factory=dict, repr=False)
     _indexed: int = field(default=0, repr=False)
     _last: dict[str, Step] = field(default_factory=dict, repr=False)  # name -> latest step
@@ -137,14 +146,37 @@ class Trace:
             self.memo[k] = make()
         return self.memo[k]
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self.step(name).values
+    def __getitem__(self, name: str) -> np.ndarray | dict[str, np.ndarray]:
+        """A step's values by its name; a glob gives {name: values} of the steps it matches."""
+        index = self._index()
+        s = index.get(name) if isinstance(name, str) else None
+        if s is not None:
+            return s.values
+        if isinstance(name, str) and any(c in name for c in "*?["):
+            found = {n: t.values for n, t in index.items() if fnmatch.fnmatchcase(n, name)}
+            if not found:
+                raise TraceError(f"no step name matches {name!r} in this trace; see tr.names()")
+            return found
+        return self.step(name).values  # the refusal, with the nearest names
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._index()
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and name in self._index()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._index()))
 
     def __len__(self) -> int:
-        return len(self.steps)
+        return len(self._index())
+
+    def __repr__(self) -> str:
+        """A few lines: what made it, how many steps and bytes, its tokens, a few names."""
+        made = f" of {clip(self.model, 80)}" if self.model else ""
+        made += f" on {clip(repr(self.text), 80)}" if self.text is not None else ""
+        lines = [f"<glassformer.Trace{made}: {len(self)} steps, {byte_size(self.nbytes)}"]
+        for stack, pieces in list(self.labels.items())[:3]:
+            shown = clip(" ".join(map(repr, pieces)), 100)
+            lines.append(f"  {stack}: {len(pieces)} tokens: {shown}")
+        return "\n".join([*lines, f"  {few_names(list(self))}>"])
 
     def _index(self) -> dict[str, Step]:
         """{name: its first step}, kept up to date as steps are appended."""
@@ -431,6 +463,25 @@ def intervening() -> bool:
 def watching() -> bool:
     """Whether a trace or an intervention is active (an engine then runs its explicit path)."""
     return _ACTIVE.get() is not None or _INTERVENTION.get() is not None
+
+
+def few_names(names: list[str], head: int = 3, tail: int = 2) -> str:
+    """A few of many step names, for a repr: the first ones, "...", the last ones."""
+    if len(names) > head + tail + 1:
+        names = [*names[:head], "...", *names[-tail:]]
+    return f"steps: {', '.join(names)} (keys() lists every name)" if names else "no steps"
+
+
+def clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def byte_size(n: int) -> str:
+    """Bytes as a person reads them: 812 B, 406.1 kB, 2.2 MB, 1.3 GB."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
 
 
 def jsonable(x):

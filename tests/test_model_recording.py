@@ -45,7 +45,7 @@ def en_es():
 
 
 def _values(rec: dict) -> dict:
-    """A record's per-token values as `_check_generation` takes them."""
+    """A record's per-token values (its dict) as `_check_generation` takes them."""
     values = {k: [np.asarray(x) for x in v] for k, v in rec["steps"].items()}
     values["top_k"] = [np.array(x["ids"]) for x in rec["top_k"]]
     values["top_logp"] = [np.array(x["logprobs"]) for x in rec["top_k"]]
@@ -69,17 +69,17 @@ def test_record_equals_the_reference_trace_and_generate(char64, strategy):
         if rec is None:
             continue
         ids = m.encode(text, window=True)
-        assert rec["input"] == m.pieces(ids) and len(rec["ids"]) == 6
-        assert rec["tokens"] == m.pieces(rec["ids"])
-        assert set(rec["steps"]) == names | {"decoder.1.out", "decoder.output", "logits"}
-        _check_generation(m, ids, rec["ids"], _values(rec), 3, "float64")
+        assert rec.input == m.pieces(ids) and len(rec.ids) == 6
+        assert rec.tokens == m.pieces(rec.ids)
+        assert set(rec.steps) == names | {"decoder.1.out", "decoder.output", "logits"}
+        _check_generation(m, ids, rec.ids, _values(rec.to_dict()), 3, "float64")
     # one comma-separated string names the same steps; one text gives one (output, record)
     # (one at a time, not in a left-padded batch: the same within float64 rounding)
     text, rec = m.record(texts[0], steps=",".join(STEPS), top_tokens=3, decoding=how)
-    assert text == got[0][0] and rec["ids"] == got[0][1]["ids"]
-    assert rec["steps"].keys() == got[0][1]["steps"].keys()
-    for name, rows in rec["steps"].items():
-        for a, b in zip(rows, got[0][1]["steps"][name], strict=True):
+    assert text == got[0][0] and rec.ids == got[0][1].ids
+    assert rec.steps.keys() == got[0][1].steps.keys()
+    for name, rows in rec.steps.items():
+        for a, b in zip(rows, got[0][1].steps[name], strict=True):
             assert np.abs(np.array(a) - np.array(b)).max() < 1e-12, name
 
 
@@ -87,13 +87,14 @@ def test_record_of_an_encoder_decoder_reads_its_cross_attention(en_es):
     m = load("models/en-es", dtype="float64", on_note=lambda _: None)
     got = m.record(SENTENCES[:2], steps="decoder.0.*.head2.A,decoder.2.cross_attn.head0.A")
     for s, (text, rec) in zip(SENTENCES[:2], got, strict=True):
-        assert list(rec["steps"]) == [
+        assert list(rec.steps) == [
             "decoder.0.self_attn.head2.A",
             "decoder.0.cross_attn.head2.A",
             "decoder.2.cross_attn.head0.A",
         ]
-        assert rec["tokens"][-1] == "</s>" and text == m.generate(s)
-        _check_generation(m, m.tok.encode(s), rec["ids"], _values(rec), 5, "float64", enc_dec=True)
+        assert rec.tokens[-1] == "</s>" and text == m.generate(s)
+        values = _values(rec.to_dict())
+        _check_generation(m, m.tok.encode(s), rec.ids, values, 5, "float64", enc_dec=True)
 
 
 def test_record_is_what_generate_record_writes(char64, tmp_path, capsys):
@@ -110,7 +111,9 @@ def test_record_is_what_generate_record_writes(char64, tmp_path, capsys):
     places = [f"{src}, line {n}" for n in (1, 2, 3)]
     got = char64.record(texts, steps=steps, top_tokens=2, max_new_tokens=5, places=places)
     assert printed == [t for t, _ in got]
-    want = [{"place": p, **r} for p, (_, r) in zip(places, got, strict=True) if r is not None]
+    want = [
+        {"place": p, **r.to_dict()} for p, (_, r) in zip(places, got, strict=True) if r is not None
+    ]
     assert lines == want
     # and not only the same code twice: each line against the reference engine's trace
     prompts = [t for t in texts if t]

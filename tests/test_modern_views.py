@@ -198,8 +198,8 @@ def test_a_kv_head_ablation_is_zeroing_its_values(models):
         want = R.forward(m.params, m.cfg, ids)
     got = I.run_with(I.reference_run(m.params, m.cfg), ids, I.ablate_kv_head(1, 1, 2))
     np.testing.assert_allclose(got, want, atol=1e-12)
-    assert r["steps"] == ["decoder.1.self_attn.head2.C", "decoder.1.self_attn.head3.C"]
-    assert [p["predicted_ablated"] for p in r["positions"]] == m.readable(list(want.argmax(-1)))
+    assert r.steps == ["decoder.1.self_attn.head2.C", "decoder.1.self_attn.head3.C"]
+    assert [p["predicted_ablated"] for p in r.positions] == m.readable(list(want.argmax(-1)))
 
 
 def test_kv_head_names_are_refused_where_they_mean_nothing(models):

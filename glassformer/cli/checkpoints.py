@@ -406,7 +406,7 @@ def cmd_classify(args) -> int:
             continue
         r = next(results)
         if args.json:
-            print(json.dumps({"text": line, **_tokens(m, line), **r}, ensure_ascii=False))
+            print(json.dumps({"text": line, **_tokens(m, line), **r.to_dict()}, ensure_ascii=False))
         else:
-            print(f"{r['label']}\t{r['probability']:.4f}")
+            print(f"{r.label}\t{r.probability:.4f}")
     return 0

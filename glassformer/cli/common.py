@@ -7,7 +7,6 @@ files (decoding as the options say is in `decoding`).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -20,6 +19,7 @@ from glassformer import files, interrupts, weights
 from glassformer.config import PRESETS
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
 from glassformer.model import DTYPES, check_dtype
+from glassformer.results import Result, to_json
 
 EXIT_USAGE = 2
 # The optional dependencies, each with the extra that installs it (pyproject.toml).
@@ -455,8 +455,9 @@ def write_outputs(args, text, *, data=None, data_what="", page=None, page_what=N
         print(line, file=stream)
 
 
-def write_json(path: str, data: dict) -> None:
-    text = json.dumps(data, ensure_ascii=False, default=json_default)
+def write_json(path: str, data: dict | Result) -> None:
+    """A result's JSON (`to_json()`), or a dict's as the results write theirs."""
+    text = data.to_json() if isinstance(data, Result) else to_json(data)
     if path == "-":
         print(text)
         return
@@ -466,9 +467,3 @@ def write_json(path: str, data: dict) -> None:
 def write_text(path: str, text: str) -> None:
     """Write a report file atomically (a full disk leaves the old file as it was)."""
     files.write_file(path, text.encode("utf-8"))
-
-
-def json_default(o):
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(type(o).__name__)

@@ -68,7 +68,7 @@ def cmd_diff(args) -> int:
     write_outputs(
         args,
         lambda: engine_diff.to_text(result),
-        data=result.to_dict(),
+        data=result,
         data_what=what,
         page=page,
         page_what=what,

@@ -231,7 +231,7 @@ def _generate_recorded(args, m, how) -> int:
     )
     _print_outputs([text for text, _ in results])
     records = [
-        json.dumps({"place": place, **record}, ensure_ascii=False)
+        json.dumps({"place": place, **record.to_dict()}, ensure_ascii=False)
         for place, (_, record) in zip(places, results, strict=True)
         if record is not None
     ]

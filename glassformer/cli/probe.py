@@ -107,16 +107,16 @@ def cmd_lens(args) -> int:
     def page() -> str:
         from glassformer.explain import html_touch as H
 
-        sections = [("lens", "The logit lens", H.lens_section(result))]
+        sections = [("lens", "The logit lens", H.lens_section(result.to_dict()))]
         if args.dla is not None:
-            sections.append(("dla", "Direct logit attribution", H.dla_section(result["dla"])))
+            sections.append(("dla", "Direct logit attribution", H.dla_section(result.dla)))
         return H.probe_page(f"glassformer lens: “{args.text}”", _meta(args, m.cfg), sections)
 
     def text() -> str:
-        parts = [_lens_text(result["lens"], result["input"])]
-        return "\n".join(parts + ([_dla_text(result["dla"])] if args.dla is not None else []))
+        parts = [_lens_text(result.lens, result.input)]
+        return "\n".join(parts + ([_dla_text(result.dla)] if args.dla is not None else []))
 
-    what = f"the logit lens of {len(result['lens']['points'])} points"
+    what = f"the logit lens of {len(result.lens['points'])} points"
     write_outputs(
         args, text, data=result, data_what=what, page=args.html and page(), page_what=what
     )
@@ -167,13 +167,13 @@ def cmd_attribute(args) -> int:
         from glassformer.explain import html_touch as H
 
         title = f"glassformer attribute: “{args.text}”"
-        body = H.attribution_section(out)
+        body = H.attribution_section(out.to_dict())
         return H.probe_page(title, _meta(args, m.cfg), [("attribution", "Attribution", body)])
 
     def text() -> str:
-        return _attribution_text(out)
+        return _attribution_text(out.to_dict())
 
-    what = f"the attributions of {len(out['predicted'])} tokens"
+    what = f"the attributions of {len(out.predicted)} tokens"
     html = page() if args.html else None
     write_outputs(args, text, data=out, data_what=what, page=html, page_what=what)
     return 0

@@ -176,7 +176,7 @@ def cmd_explain(args) -> int:
         "tokens": {
             k: {"what": w, "ids": x, "pieces": m.pieces(x)} for k, (w, x) in run.stacks.items()
         },
-        "result": m.result(run),
+        "result": m.result(run).to_dict(),
     }
     if args.ablate or args.patch_from is not None:
         told["interventions"] = _touch(args, m, run)
@@ -287,9 +287,9 @@ def _touch(args, m, run) -> dict:
     """--ablate and --patch-from: the run beside the same run intervened on."""
     out = {}
     if args.ablate:
-        out["ablation"] = m.ablate(run, args.ablate)
+        out["ablation"] = m.ablate(run, args.ablate).to_dict()
     if args.patch_from is not None:
-        out["patching"] = m.patch(run, args.patch_from)
+        out["patching"] = m.patch(run, args.patch_from).to_dict()
     return out
 
 
