@@ -182,27 +182,33 @@ def cmd_generate(args) -> int:
 
 
 def _stream(m, text: str, how) -> int:
-    """One text's output printed as it is made: its start, then each new token's piece, flushed,
-    then a newline (the bytes `print(m.generate(...))` writes). A stop (Ctrl-C, SIGTERM) keeps
-    what was printed, ends its line, and says how many new tokens it holds: a token is written
-    and counted as one (`interrupts.whole`), and one whose text waits for the next (a byte
-    inside a character) is not counted until its text is out."""
+    """One text's output printed as it is made: its start with the first new token's piece, then
+    each token's, flushed, then a newline (the bytes `print(m.generate(...))` writes). A stop
+    (Ctrl-C, SIGTERM) keeps what was printed, ends its line, and says how many new tokens it
+    holds (a token is written and counted as one: `interrupts.whole`; one whose text waits for
+    the next, a byte inside a character, is counted once its text is out); a refusal after the
+    first token (non-finite logits) ends the line too. Before the first token: nothing printed,
+    as before streaming."""
     stream = m.stream(text, decoding=how)
-    out, printed = sys.stdout, 0
+    out, printed, started = sys.stdout, 0, False
     try:
-        out.write(stream.prompt)
-        out.flush()
         for piece in stream:
             with interrupts.whole():
-                out.write(piece)
-                printed = stream.n_shown
+                out.write(piece if started else stream.prompt + piece)
+                started, printed = True, stream.n_shown
             out.flush()
     except KeyboardInterrupt as e:
+        if not started:
+            raise
         signum = interrupts.acted_on(e)
         print(flush=True)
         tokens = f"{printed} new token{'s' * (printed != 1)}"
         raise Interrupted(signum, f"interrupted after {tokens}") from None
-    print()
+    except GlassformerError:
+        if started:
+            print(flush=True)
+        raise
+    print("" if started else stream.prompt)
     return 0
 
 
