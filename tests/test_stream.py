@@ -254,7 +254,8 @@ def test_a_stop_keeps_what_was_printed_and_says_how_many_tokens(models, signum):
     one stderr line names the number of new tokens: generate's output for that many tokens is
     exactly what was printed."""
     argv = ["generate", str(ROOT / "models" / "char-lm"), "To be", "--max-new-tokens", "100000"]
-    proc = subprocess.Popen([sys.executable, "-m", "glassformer.cli", *argv], env=ENV,
+    env = {k: v for k, v in ENV.items() if k != "PYTHONUNBUFFERED"}  # a pipe buffers, as usual
+    proc = subprocess.Popen([sys.executable, "-m", "glassformer.cli", *argv], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
     got = Reading(proc)
     try:
