@@ -112,6 +112,7 @@ ARGS: dict[str, Arg] = {
     "translations.places": Places(of="sentences"),
     "classify.places": Places(),
     "encode.text": Text(one=True),
+    "stream.text": Text(one=True),
     "tokens.text": Text(one=True),
     "lens.text": Text(one=True),
     "attribute.text": Text(one=True),

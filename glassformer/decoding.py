@@ -3,7 +3,10 @@
 A step function maps the token ids so far to the logits of the next token (V,). Greedy decoding
 (seed 002): start from SOS or a prompt, append the argmax token, stop at EOS or at the length
 limit. Sampling (temperature, top-k, top-p, seeded) and beam search use the same step function;
-each records what it did at every step so that a generation can be explained afterwards.
+each records what it did at every step so that a generation can be explained afterwards. Greedy
+and sampling are generators underneath (`greedy_tokens`, `sample_tokens`, `strategy_tokens`:
+each new token as it is chosen, the Generation at the end): a stream and a whole generation run
+the same loop.
 
 `softmax` here is the package's one softmax: the reference engine's `softmax` is this one (plus
 the article's naive form), since decoding may import no engine and the engine may import this.
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -155,6 +158,18 @@ def greedy(
     max_len: int | None = None,
 ) -> Generation:
     """Append argmax tokens until EOS, `max_new_tokens` new tokens, or `max_len` tokens in all."""
+    return finish(greedy_tokens(step, prompt, max_new_tokens, eos_id, max_len))
+
+
+def greedy_tokens(
+    step: StepFn,
+    prompt: list[int],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    max_len: int | None = None,
+) -> Generator[int, None, Generation]:
+    """`greedy` a token at a time: yields each new token id as it is chosen (the Generation so
+    far already holds it), returns the Generation (`finish` runs it to its end)."""
     prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
     out = Generation(ids=list(prompt), n_prompt=len(prompt))
     for _ in range(max_new_tokens):
@@ -165,10 +180,22 @@ def greedy(
         out.ids.append(token)
         out.chosen_probs.append(float(probs[token]))
         out.distributions.append(probs)
-        if token == eos_id:
-            out.stopped_at_eos = True
+        out.stopped_at_eos = token == eos_id
+        yield token
+        if out.stopped_at_eos:
             break
     return out
+
+
+def finish(tokens: Generator):
+    """Run a decoding that yields its tokens as it chooses them (`greedy_tokens`,
+    `sample_tokens`, `strategy_tokens`) to its end: what it returns (a Generation or
+    BeamResult)."""
+    while True:
+        try:
+            next(tokens)
+        except StopIteration as end:
+            return end.value
 
 
 def filter_probs(
@@ -230,6 +257,23 @@ def sample(
 ) -> Generation:
     """Draw each next token (`draw`) from `filter_probs(...)`; the same seed gives the same
     tokens."""
+    limits = (max_new_tokens, eos_id, max_len)
+    return finish(sample_tokens(step, prompt, *limits, temperature, top_k, top_p, seed))
+
+
+def sample_tokens(
+    step: StepFn,
+    prompt: list[int],
+    max_new_tokens: int,
+    eos_id: int | None = None,
+    max_len: int | None = None,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+) -> Generator[int, None, Generation]:
+    """`sample` a token at a time: yields each new token id as it is drawn, returns the
+    Generation."""
     prompt = check_limits(step, prompt, max_new_tokens, eos_id, max_len)
     check_sampling(temperature, top_k, top_p, seed)
     rng = np.random.default_rng(seed)
@@ -244,8 +288,9 @@ def sample(
         out.chosen_probs.append(float(probs[token]))
         out.distributions.append(softmax(logits))
         out.kept.append(np.flatnonzero(probs))
-        if token == eos_id:
-            out.stopped_at_eos = True
+        out.stopped_at_eos = token == eos_id
+        yield token
+        if out.stopped_at_eos:
             break
     return out
 
@@ -484,6 +529,28 @@ class Decoding:
 
 
 _DEFAULTS = SAMPLING_OPTIONS | BEAM_OPTIONS
+
+
+def strategy_tokens(
+    step: StepFn,
+    prompt: list[int],
+    how: Decoding,
+    max_new_tokens: int,
+    eos_id: int | None,
+    max_len: int | None,
+) -> Generator[int, None, Generation | BeamResult]:
+    """Greedy, sampling or beam search as `how` says, yielding each new token id as it is
+    chosen (beam search yields none: which hypothesis wins is known only at its end); returns
+    the `Generation` or `BeamResult` (`finish` runs it to its end). The bounds are given apart:
+    `how.max_new_tokens` may be None, the model's max_len."""
+    limits = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, max_len=max_len)
+    if how.strategy == "beam":
+        width, penalty = how.beam_width, how.length_penalty
+        return beam_search(step, prompt, width=width, length_penalty=penalty, **limits)
+    if how.strategy == "sample":
+        sampling = dict(temperature=how.temperature, top_k=how.top_k, top_p=how.top_p)
+        return (yield from sample_tokens(step, prompt, **limits, **sampling, seed=how.seed))
+    return (yield from greedy_tokens(step, prompt, **limits))
 
 
 def stop_reason(result, n_prompt: int, decoding: Decoding, cfg) -> str:

@@ -1,6 +1,9 @@
 """A Model's text in, text out: `generate` (one text, or many: batched greedy on the PyTorch
-engine) and `translate` (sentences through an encoder-decoder, batched, yielded in input order).
-`Model.generate` / `Model.translate` call these; the work below them is `inference.py`'s.
+engine), `stream` (one text's output as its tokens are chosen) and `translate` (sentences through
+an encoder-decoder, batched, yielded in input order). `Model.generate` / `Model.stream` /
+`Model.translate` call these; the work below them is `inference.py`'s and `decoding.py`'s. One
+prompt's decoding is one loop (`decoded_tokens`, over `decoding.strategy_tokens`): a generation
+runs it to its end, a stream shows each token as it comes.
 
 Deliberately not here: reading files, printing, progress bars (the command line's), the
 decoding strategies themselves (`decoding.py`).
@@ -8,11 +11,12 @@ decoding strategies themselves (`decoding.py`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 
 import numpy as np
 
 from glassformer import inference
+from glassformer.decoding import Decoding, context_slid, stop_reason, strategy_tokens
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
 from glassformer.results import Record
@@ -20,11 +24,123 @@ from glassformer.results import Record
 
 def one(m, text: str, decoding) -> str:
     """One text: a decoder's continuation (the prompt included), an encoder-decoder's output."""
+    src, prompt, window = _inputs(m, text)
+    out = m.decoded(prompt, src, decoding, window=window).ids
+    return m.decode(out[len(prompt) :] if src is not None else out)
+
+
+def _inputs(m, text: str) -> tuple[list[int] | None, list[int], bool]:
+    """(src, prompt, window) of one text: a decoder's prompt is the text, sliding over its
+    context (window); an encoder-decoder's source is the text and its prompt the start token."""
     window = m.cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
     ids = m.encode(text, window=window)
     src, prompt = (ids, m.bos()) if m.cfg.arch == "encoder-decoder" else (None, ids)
-    out = m.decoded(prompt, src, decoding, window=window).ids
-    return m.decode(out[len(prompt) :] if src is not None else out)
+    return src, prompt, window
+
+
+def decoded_tokens(
+    m, prompt: list[int], src, decoding=None, *, window=False, step=None, quiet=False
+) -> Generator[int, None, object]:
+    """`Model.decoded` a token at a time: yields each new token id as it is chosen (none for
+    beam search), returns the `decoding.Generation` or `BeamResult`; the notes (the strategy
+    implied, the window slid, why it stopped) come once, at the end, unless quiet."""
+    cfg, decoding = m.cfg, decoding or Decoding()
+    if step is None:
+        step = m.step(src, prompt_len=len(prompt), window=window)
+    limits = (decoding.max_new_tokens or cfg.max_len, m.need_tokenizer().eos_id)
+    tokens = strategy_tokens(step, prompt, decoding, *limits, None if window else cfg.max_len)
+    result = yield from tokens
+    if not quiet:
+        if decoding.implied:
+            m.note(decoding.implied)
+        n_new = len(result.ids) - len(prompt)
+        if window and len(result.ids) > cfg.max_len:
+            m.note(context_slid(len(prompt), n_new, decoding.max_new_tokens, cfg))
+        m.note(stop_reason(result, len(prompt), decoding, cfg))
+    return result
+
+
+class Stream:
+    """`Model.stream`: one generation's text as its tokens are chosen, an iterator of str.
+
+    Greedy and sampling give one piece per new token, as soon as it is chosen; beam search gives
+    one piece at its end, the best hypothesis's text (which hypothesis wins is known only then).
+    A piece is what the token adds to the decoded text, decode(ids[:n]) less decode(ids[:n-1]),
+    read over a few tokens before it (`CONTEXT`) so that a piece that depends on its neighbours
+    reads right (a word tokenizer's spaces, a SentencePiece "▁"), and that each costs the same
+    however long the text: a token that ends inside a character (a byte of UTF-8) gives "" and
+    the character comes whole with the token that completes it; text still held at the end is
+    one last piece. So `prompt + "".join(pieces)` is `Model.generate`'s output, the same tokens
+    for the same options (the same loop: `decoded_tokens`), and the notes come once, at the end.
+
+    prompt: the start of the output that the pieces continue (a decoder's text as its tokens
+    decode; "" for an encoder-decoder). ids: the new token ids chosen so far. n_shown: how many
+    of them the pieces given so far spell whole. result: the `decoding.Generation` or
+    `BeamResult` once the stream has ended, else None.
+    """
+
+    CONTEXT = 4  # tokens read before a new one: what a piece's reading may depend on
+
+    def __init__(self, m, text: str, decoding, strategy=None, max_new_tokens=None, given=None):
+        """Checked before any work, as `Model.generate` checks: the options (STRATEGY_RULE),
+        the beam within the vocabulary, the text (encoded now: its notes come first)."""
+        from glassformer.argument_kinds import Call
+        from glassformer.arguments import ARGS
+
+        m.need_generator()
+        if decoding is None:
+            decoding = Decoding.settle(strategy, max_new_tokens, **(given or {}))
+        ARGS["decoding"].check(decoding, "decoding", Call({}, m))
+        src, prompt, window = _inputs(m, text)
+        self.m, self.ids, self.n_shown, self.result = m, [], 0, None
+        start = [] if src is not None else list(prompt)  # what the output decodes, BOS aside
+        self.prompt = m.decode(start)
+        tokens = decoded_tokens(m, prompt, src, decoding, window=window)
+        self._pieces = self._read(tokens, start, 0 if src is None else len(prompt))
+
+    def __iter__(self) -> Stream:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._pieces)
+
+    def __repr__(self) -> str:
+        state = "ended" if self.result is not None else "running"
+        return f"<Stream of {self.m.name}: {len(self.ids)} new tokens, {state}>"
+
+    def _read(self, tokens, ids: list[int], n_bos: int) -> Iterator[str]:
+        """The pieces (see the class): `ids` the output's ids so far, grown token by token;
+        the text of ids[:read] is given, ids[start:read] the context a piece is read after."""
+        n_prompt = read = len(ids)
+        start = max(0, read - self.CONTEXT)
+        while True:
+            try:
+                token = next(tokens)
+            except StopIteration as end:
+                self.result = end.value
+                break
+            ids.append(token)
+            self.ids.append(token)
+            piece = self._piece(ids[start:read], ids[start:])
+            if piece is not None:
+                read = len(ids)
+                start, self.n_shown = max(0, read - self.CONTEXT), read - n_prompt
+            yield piece or ""
+        if not self.ids:  # beam search: its best hypothesis, whole
+            self.ids = self.result.ids[len(ids) + n_bos :]
+            ids += self.ids
+        rest = self._piece(ids[start:read], ids[start:], whole=True)
+        self.n_shown = len(self.ids)
+        if rest:
+            yield rest
+
+    def _piece(self, before: list[int], after: list[int], whole: bool = False) -> str | None:
+        """What `after` adds to the text of `before` (its start); None while it ends inside a
+        character (unless `whole`: the end of the text), or does not extend that text."""
+        a, b = self.m.decode(before), self.m.decode(after)
+        if not b.startswith(a) or (b.endswith("\ufffd") and not whole):
+            return None
+        return b[len(a) :]
 
 
 def _encoded(m, texts: list[str], places: list[str]) -> dict[int, list[int]]:

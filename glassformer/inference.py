@@ -2,20 +2,20 @@
 
 The sentence-level layer between the engines and the programs that use them (the CLI, training's
 evaluation, the explorer): build the PyTorch engine in a dtype (float64, float32, or int8 through
-`quantize.py`), choose an engine's step function, run a decoding strategy over it, continue many
-decoder prompts at once (batched greedy, left-padded into one KV cache), translate sentences
-(batched greedy, or batched beam search: many sentences' hypotheses in one shared KV cache, each
-sentence searched by its own `decoding.Beam`; its n-best list if asked), embed and classify.
-`decoding.py` below it knows nothing of engines; this module joins the two.
+`quantize.py`), continue many decoder prompts at once (batched greedy, left-padded into one KV
+cache), translate sentences (batched greedy, or batched beam search: many sentences' hypotheses in
+one shared KV cache, each sentence searched by its own `decoding.Beam`; its n-best list if asked),
+embed and classify. `decoding.py` below it knows nothing of engines (one prompt's strategies run
+there, `decoding.strategy_tokens`); this module joins the two.
 
 Every function here that returns numbers checks them (`numerics.check`: one isfinite per step
 or batch) and raises a `NonFiniteError` naming the input and the step where NaN or infinity
 starts, never a silent answer made of them. `params` (the float weights) lets it name that step
 with the reference engine, `fix` says what to do when only the lower precision overflows.
 
-PyTorch is imported only by the functions that need it, so the reference engine's paths
-(`run_decoding` over the reference engine's step) work without it. Deliberately not here:
-reading user text or files, checks that name command-line flags beyond these, printing.
+PyTorch is imported only by the functions that need it, so the reference engine's paths work
+without it. Deliberately not here: reading user text or files, checks that name command-line
+flags beyond these, printing.
 """
 
 from __future__ import annotations
@@ -67,40 +67,6 @@ def torch_engine(cfg, params, dtype: str = "float32"):
         check_int8()  # before the float32 model is built
         return int8(from_params(cfg, params, dtype=torch.float32).eval())
     return inference_layout(from_params(cfg, params, dtype=getattr(torch, dtype)).eval())
-
-
-def run_decoding(
-    step,
-    prompt: list[int],
-    *,
-    max_new_tokens: int,
-    eos_id: int | None,
-    max_len: int | None,
-    strategy: str = "greedy",
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    beam_width: int = 4,
-    length_penalty: float = 1.0,
-):
-    """Greedy, sampling or beam search (`strategy`): a `decoding.Generation` or `BeamResult`."""
-    limits = dict(max_new_tokens=max_new_tokens, eos_id=eos_id, max_len=max_len)
-    if strategy == "beam":
-        return decoding.beam_search(
-            step, prompt, width=beam_width, length_penalty=length_penalty, **limits
-        )
-    if strategy == "sample":
-        return decoding.sample(
-            step,
-            prompt,
-            temperature=temperature,
-            top_k=top_k,
-            top_p=top_p,
-            seed=seed,
-            **limits,
-        )
-    return decoding.greedy(step, prompt, **limits)
 
 
 def translate(

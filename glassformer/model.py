@@ -26,12 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import inference, numerics, results, weights
+from glassformer import generating, inference, numerics, results, weights
 from glassformer import reference as R
 from glassformer.arguments import checked
 from glassformer.config import Config
-from glassformer.decoding import Decoding, stop_reason
-from glassformer.decoding import context_slid as _context_slid
+from glassformer.decoding import Decoding, finish
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.inputs import utf8
 from glassformer.touch import Run
@@ -299,32 +298,8 @@ class Model:
         `decoding.Generation` or `BeamResult`. window: the step slides over a decoder's
         context (only max_new_tokens bounds the length); step: the step function (default
         `self.step`); a note says why it stopped (unless quiet)."""
-        cfg, decoding = self.cfg, decoding or Decoding()
-        max_new = decoding.max_new_tokens or cfg.max_len
-        if step is None:
-            step = self.step(src, prompt_len=len(prompt), window=window)
-        result = inference.run_decoding(
-            step,
-            prompt,
-            max_new_tokens=max_new,
-            eos_id=self.need_tokenizer().eos_id,
-            max_len=None if window else cfg.max_len,
-            strategy=decoding.strategy,
-            temperature=decoding.temperature,
-            top_k=decoding.top_k,
-            top_p=decoding.top_p,
-            seed=decoding.seed,
-            beam_width=decoding.beam_width,
-            length_penalty=decoding.length_penalty,
-        )
-        if not quiet:
-            if decoding.implied:
-                self.note(decoding.implied)
-            n_new = len(result.ids) - len(prompt)
-            if window and len(result.ids) > cfg.max_len:
-                self.note(_context_slid(len(prompt), n_new, decoding.max_new_tokens, cfg))
-            self.note(stop_reason(result, len(prompt), decoding, cfg))
-        return result
+        how = dict(window=window, step=step, quiet=quiet)
+        return finish(generating.decoded_tokens(self, prompt, src, decoding, **how))
 
     def generate(
         self,
@@ -350,6 +325,43 @@ class Model:
         if isinstance(text, str):
             return generating.one(self, text, decoding)
         return generating.many(self, list(text), decoding, batch_size, places)
+
+    def stream(
+        self,
+        text: str,
+        *,
+        max_new_tokens: int | None = None,
+        strategy: str | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        beam_width: int | None = None,
+        length_penalty: float | None = None,
+        decoding: Decoding | None = None,
+    ) -> Iterator[str]:
+        """Generate from one text, its output given as each token is chosen: a
+        `generating.Stream` of str pieces, one per new token (beam search: one at its end), with
+        ``s.prompt + "".join(s) == m.generate(text, ...)``; the notes come once, at the end.
+
+        Parameters
+        ----------
+        text : str
+            A decoder's prompt, or an encoder-decoder's source.
+        max_new_tokens : int, optional
+            Stop after this many new tokens (default: the model's max_len).
+        strategy : {"greedy", "sample", "beam"}, optional
+            Implied by the options below when not given (greedy without any).
+        temperature, top_k, top_p, seed : optional
+            Sampling: the temperature (1.0), the k most likely, the nucleus, the seed.
+        beam_width, length_penalty : optional
+            Beam search: the width (4) and the length penalty (1.0).
+        decoding : Decoding, optional
+            All of the above at once (`Decoding.settle`), instead of them.
+        """
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+        given = sampling | dict(beam_width=beam_width, length_penalty=length_penalty)
+        return generating.Stream(self, text, decoding, strategy, max_new_tokens, given)
 
     def record(
         self,

@@ -211,6 +211,25 @@ for name, kwargs, match, argv, says in [
 ]:  # fmt: skip
     case(f"generate {name}", lambda m, k=kwargs: m.dec.generate("to be", **k), match,
          cli=argv, cli_says=says)  # fmt: skip
+for name, kwargs, match, argv, says in [
+    ("max_new_tokens=0", dict(max_new_tokens=0), "max_new_tokens=0: must be at least 1",
+     [*GEN, "--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
+    ("temperature=0", dict(temperature=0), "temperature=0: must be a finite number > 0",
+     [*GEN, "--temperature", "0"], "temperature must be a finite number > 0, got 0.0"),
+    ("beam_width past the vocabulary", dict(beam_width=1000), "--beam-width 1000 is more than the "
+     "vocabulary", [*GEN, "--beam-width", "1000"], "--beam-width 1000 is more than the vocabulary"),
+    ("greedy with a temperature", dict(strategy="greedy", temperature=0.5), "does nothing with "
+     "--strategy greedy", [*GEN, "--strategy", "greedy", "--temperature", "0.5"], "does nothing"),
+    ("unknown option", dict(topk=3), "unexpected keyword argument 'topk'", None, ""),
+    ("decoding a dict", dict(decoding={"strategy": "beam"}), "decoding=<dict>: must be a "
+     "glassformer.Decoding", None, ""),
+]:  # fmt: skip
+    case(f"stream {name}", lambda m, k=kwargs: m.dec.stream("to be", **k), match,
+         cli=argv, cli_says=says)  # fmt: skip
+case("stream(['to be'])", lambda m: m.dec.stream(["to be"]), r"text=\['to be'\]: must be a str")
+case("stream(None)", lambda m: m.dec.stream(None), "text=None: must be a str")
+case("stream of a classifier", lambda m: m.clf.stream("to be"), "does not generate",
+     error=GlassformerError)  # fmt: skip
 case("record max_new_tokens=0", lambda m: m.dec.record("to", max_new_tokens=0), "at least 1")
 case("record top_tokens=-1", lambda m: m.dec.record("to", top_tokens=-1), "top_tokens=-1")
 case(

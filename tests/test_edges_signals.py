@@ -13,7 +13,8 @@ what would wait without working); exit status 128 + signal (or the signal itself
 on a Ctrl-C nothing caught, while `glassformer.cli` is still being imported), or 0 only for a
 command that had finished (its output whole, nothing on stderr); stderr exactly one line,
 `glassformer: interrupted` (a training run that trained a step: its notes, then `interrupted at
-step N; ... --resume`, N the last step of its log); no traceback. A training run that trained no
+step N; ... --resume`, N the last step of its log; a generation that printed: `interrupted after N
+new tokens`, what it printed kept, the prompt first); no traceback. A training run that trained no
 step leaves its folder as it was, byte for byte (a new --out: nothing at all), and nothing beside
 it (no lock, no temporary); an interrupted --record writes no file.
 
@@ -291,6 +292,9 @@ def _problems(got: Outcome, here: Path) -> list[str]:
             bad.append(f"interrupted at step {step}, but the run had 2 steps before")
         if any(k.startswith(".") for k in got.after):  # a lock or a temporary left beside it
             bad.append(f"left beside the run: {[k for k in got.after if k.startswith('.')]}")
+    elif row.command == "generate" and len(err) == 1 and err[0].startswith(f"{LINE} after "):
+        if not (got.out.startswith("to be") and err[0].endswith((" new token", " new tokens"))):
+            bad.append(f"said {err[0]!r} after printing {got.out[:60]!r}")
     elif err != [LINE]:
         bad.append(f"stderr is not the one line {LINE!r}: {err}")
     elif got.after != got.before:  # nothing trained or written: the folder as it was

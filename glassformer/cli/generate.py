@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 
+from glassformer import interrupts
 from glassformer.cli.common import (
     apart,
     dtype_arg,
@@ -21,7 +22,7 @@ from glassformer.cli.common import (
     write_text,
 )
 from glassformer.cli.decoding import decoding, decoding_args
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, Interrupted
 
 
 def add_parsers(sub) -> None:
@@ -170,14 +171,44 @@ def cmd_generate(args) -> int:
     if args.record is not None:
         return _generate_recorded(args, m, how)
     if args.input is None:
-        print(m.generate(args.text, decoding=how))
-        return 0
+        return _stream(m, args.text, how)
     lines = input_lines([], args.input)
     if not any(line.strip() for line in lines):
         raise GlassformerError(f"nothing to generate: {args.input} has no non-blank line")
     places = [f"{args.input}, line {n}" for n in range(1, len(lines) + 1)]
     outs = m.generate(lines, decoding=how, batch_size=args.batch_size, places=places)
     _print_outputs(outs)
+    return 0
+
+
+def _stream(m, text: str, how) -> int:
+    """One text's output printed as it is made: its start with the first new token's piece, then
+    each token's, flushed, then a newline (the bytes `print(m.generate(...))` writes). A stop
+    (Ctrl-C, SIGTERM) keeps what was printed, ends its line, and says how many new tokens it
+    holds (a token is written and counted as one: `interrupts.whole`; one whose text waits for
+    the next, a byte inside a character, is counted once its text is out); a refusal after the
+    first token (non-finite logits) ends the line too. Before the first token: nothing printed,
+    as before streaming."""
+    stream = m.stream(text, decoding=how)
+    out, printed, started = sys.stdout, 0, False
+    try:
+        for piece in stream:
+            with interrupts.whole():
+                out.write(piece if started else stream.prompt + piece)
+                started, printed = True, stream.n_shown
+            out.flush()
+    except KeyboardInterrupt as e:
+        if not started:
+            raise
+        signum = interrupts.acted_on(e)
+        print(flush=True)
+        tokens = f"{printed} new token{'s' * (printed != 1)}"
+        raise Interrupted(signum, f"interrupted after {tokens}") from None
+    except GlassformerError:
+        if started:
+            print(flush=True)
+        raise
+    print("" if started else stream.prompt)
     return 0
 
 
