@@ -228,8 +228,7 @@ class Model:
                         ) from None
                     self._engines[key] = None
                 else:
-                    made = inference.torch_engine(self.cfg, self.params, dtype, self.device)
-                    self._engines[key] = made
+                    self._engines[key] = inference.torch_engine(self.cfg, self.params, *key)
             return self._engines[key]
 
     def cached(self, name: str, make: Callable):
