@@ -53,6 +53,7 @@ from glassformer.argument_kinds import (
 )
 from glassformer.attribution import MAX_STEPS
 from glassformer.config import Config
+from glassformer.devices import DEVICE_NAMES, is_device_name
 from glassformer.errors import InputError
 from glassformer.inference import DTYPES
 from glassformer.weights import STORABLE_DTYPES
@@ -98,6 +99,8 @@ ARGS: dict[str, Arg] = {
     "tol": Real("a number > 0", "--tol", 0.0),
     "engines": EngineList(flag="--engines"),
     "engine": Choice(flag="--engine", options=ENGINES),
+    "device": Of(DEVICE_NAMES, "--device", kinds=is_device_name),  # (`devices.check_device`)
+    "threads": Int("at least 1", "--threads", 1),
     "embed.engine": Choice(flag="--engine", options=("torch", "reference")),
     "dtype": Choice(flag="--dtype", options=DTYPES),
     "save.dtype": Choice(flag="--dtype", options=STORABLE_DTYPES),

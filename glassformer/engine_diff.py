@@ -244,9 +244,10 @@ def _torch(model: Model, kind: str) -> Callable[[Inputs], Steps]:
         )
 
     def run(x: Inputs) -> Steps:
-        src = {} if x.src is None else {"src_ids": torch.tensor([x.src])}
+        on = next(engine.parameters()).device  # the model's device (`load(device=...)`)
+        src = {} if x.src is None else {"src_ids": torch.tensor([x.src], device=on)}
         with torch.no_grad(), np.errstate(all="ignore"), tracing() as tr:
-            engine(torch.tensor([x.ids]), **src)
+            engine(torch.tensor([x.ids], device=on), **src)
         return _steps(tr)
 
     return run

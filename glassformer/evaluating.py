@@ -1,7 +1,7 @@
 """A Model scored on data (`Model.evaluate`, what `glassformer eval` prints): a decoder's loss and
 perplexity over a text in windows of its context, an encoder-decoder's BLEU and chrF on
 translation pairs (batched beam search), a classifier's accuracy at telling the pairs' languages
-apart. The PyTorch engine in float32, as training's evaluation runs.
+apart. The PyTorch engine in float32 on the model's device, as training's evaluation runs.
 
 Deliberately not here: training (`train.py`), reading options, printing.
 """
@@ -23,7 +23,7 @@ def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) ->
     cfg = m.cfg
     if beam is not None and cfg.arch != "encoder-decoder":
         raise InputError(f"--beam is for translation; {m.name} is arch={cfg.arch!r}: drop it")
-    model = from_params(cfg, m.params, dtype=torch.float32).eval()
+    model = from_params(cfg, m.params, dtype=torch.float32).to(m.device).eval()
     exact = {"decoder": "generate --engine reference", "encoder": "classify --engine reference"}
     exact = exact.get(cfg.arch, "translate --dtype float64")
     checks = dict(params=m.params, fix=f"eval runs in float32 only; {exact} computes in float64")
@@ -55,7 +55,7 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
     import torch
 
     cfg = m.cfg
-    ids = torch.tensor(m.tok.encode(D.read_text(data)))
+    ids = torch.tensor(m.tok.encode(D.read_text(data)), device=m.device)
     if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         ids = ids[:limit]
     if len(ids) < 2:  # every predicted token needs one before it

@@ -27,6 +27,7 @@ import numpy as np
 
 from glassformer import decoding, numerics
 from glassformer import reference as R
+from glassformer.devices import check_device
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.recording import NOT_RECORDING
 
@@ -52,21 +53,25 @@ def check_dtype(dtype: str, engine: str = "auto") -> None:
         check_int8()
 
 
-def torch_engine(cfg, params, dtype: str = "float32"):
-    """The PyTorch engine on these weights, for inference (eval mode): float64, float32, or int8
-    (float32 with its linear layers quantized: `quantize.int8`)."""
+def torch_engine(cfg, params, dtype: str = "float32", device: str = "cpu"):
+    """The PyTorch engine on these weights, for inference (eval mode) on `device` (`devices.
+    check_device`): float64, float32, or int8 (float32 with its linear layers quantized:
+    `quantize.int8`, on the CPU)."""
     import torch
 
     from glassformer.torch_model import from_params, inference_layout
 
     if dtype not in DTYPES:
         raise GlassformerError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
+    check_device(device, dtype=dtype)  # int8: the CPU only
     if dtype == "int8":
         from glassformer.quantize import check_int8, int8
 
         check_int8()  # before the float32 model is built
         return int8(from_params(cfg, params, dtype=torch.float32).eval())
-    return inference_layout(from_params(cfg, params, dtype=getattr(torch, dtype)).eval())
+    # on the device before the inference layout: `.to` after it would copy its views apart
+    model = from_params(cfg, params, dtype=getattr(torch, dtype)).to(device)
+    return inference_layout(model.eval())
 
 
 def translate(
@@ -484,20 +489,20 @@ def _topk_blocks(x, k: int, block: int = 64):
 
 
 def embed(
-    cfg, params, ids: list[list[int]], engine: str = "torch", fix: str | None = None
+    cfg, params, ids: list[list[int]], engine: str = "torch", fix: str | None = None, device="cpu"
 ) -> np.ndarray:
     """Sentence embeddings (N, C), unit vectors: the reference engine in float64, or the torch
-    engine in float32, batched with padding. Non-finite values raise `numerics.NonFiniteError`
-    (row: the sequence's index)."""
+    engine in float32 on `device`, batched with padding. Non-finite values raise
+    `numerics.NonFiniteError` (row: the sequence's index)."""
     if engine == "reference":
         E = np.stack([R.sentence_embedding(params, cfg, x) for x in ids])  # (N, C)
     else:
         torch = _torch_or_reference()
         from glassformer.torch_model import from_params, sentence_embeddings
 
-        model = from_params(cfg, params, dtype=torch.float32).eval()
+        model = from_params(cfg, params, dtype=torch.float32).to(device).eval()
         with torch.no_grad():
-            E = sentence_embeddings(model, *_padded(ids, 0, "cpu")).double().numpy()
+            E = sentence_embeddings(model, *_padded(ids, 0, device)).double().cpu().numpy()
     numerics.check(E, lambda b: ("the sentence embedding's values", ids[b], None), params, cfg, fix)
     return E
 
@@ -514,10 +519,10 @@ def _torch_or_reference():
 
 
 def class_probabilities(
-    cfg, params, ids: list[list[int]], engine: str = "auto", batch_size=64, fix: str | None = None
+    cfg, params, ids: list[list[int]], engine="auto", batch_size=64, fix=None, device="cpu"
 ):
     """Each sequence's probability of every class (N, n_classes) from an encoder classifier: the
-    reference engine in float64, or the torch engine in float32, batched with padding (its
+    reference engine in float64, or the torch engine in float32 on `device`, padded batches (its
     logits softmaxed in float64). engine "auto": torch if installed, else the reference.
     Non-finite logits raise `numerics.NonFiniteError` (row: the sequence's index)."""
     if engine == "auto":
@@ -531,12 +536,12 @@ def class_probabilities(
         torch = _torch_or_reference()
         from glassformer.torch_model import from_params
 
-        model = from_params(cfg, params, dtype=torch.float32).eval()
+        model = from_params(cfg, params, dtype=torch.float32).to(device).eval()
         out = []
         with torch.no_grad():
             for i in range(0, len(ids), batch_size):
-                batch, valid = _padded(ids[i : i + batch_size], 0, "cpu")
-                out.append(model(batch, valid=valid).double().numpy())  # (B, n_classes) logits
+                batch, valid = _padded(ids[i : i + batch_size], 0, device)
+                out.append(model(batch, valid=valid).double().cpu().numpy())  # (B, n_classes)
         logits = np.concatenate(out)
     numerics.check(logits, lambda b: ("the class logits", ids[b], None), params, cfg, fix)
     return R.softmax(logits)
@@ -549,18 +554,12 @@ def classify(
     Non-finite logits raise `numerics.NonFiniteError` (row: the sentence's index)."""
     import torch
 
-    pred = []
+    pred, device = [], next(model.parameters()).device
     with torch.no_grad():
         for k, s in enumerate(sentences):
             ids = tok.encode(s)[: model.cfg.max_len] or [tok.pad_id]
-            logits = model(torch.tensor([ids]))  # (1, n_classes)
-            numerics.check(
-                logits,
-                lambda _, x=ids: ("the class logits", x, None),
-                params,
-                model.cfg,
-                fix,
-                rows=[k],
-            )
+            logits = model(torch.tensor([ids], device=device))  # (1, n_classes)
+            describe = lambda _, x=ids: ("the class logits", x, None)  # noqa: E731
+            numerics.check(logits, describe, params, model.cfg, fix, rows=[k])
             pred.append(int(logits.argmax(-1)))
     return pred

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import generating, inference, numerics, results, weights
+from glassformer import devices, generating, inference, numerics, results, weights
 from glassformer import reference as R
 from glassformer.arguments import checked
 from glassformer.config import Config
@@ -59,6 +59,8 @@ class Model:
         engine: str = "auto",
         dtype: str | None = None,
         on_note: Callable[[str], None] | None = None,
+        device: str = "cpu",
+        threads: int | None = None,
     ):
         self.cfg, self.params, self.tok = cfg, params, tok
         self.labels = labels  # a classifier's class names as saved with it, or None
@@ -72,6 +74,9 @@ class Model:
         self._made: dict = {}
         self._lock = threading.Lock()
         self._gates: dict = {}
+        self.device, self.threads = device, threads  # `load`'s; threads are the process's
+        if threads is not None and (said := devices.use_threads(threads)) is not None:
+            self.note(said)
 
     # -- what it is ------------------------------------------------------------------------------
 
@@ -206,12 +211,13 @@ class Model:
     # -- engines ---------------------------------------------------------------------------------
 
     def torch(self, dtype: str = "float64"):
-        """The PyTorch engine on these weights in `dtype` for inference (made once per dtype),
-        or None when torch is not installed and this model's engine is "auto"."""
+        """The PyTorch engine on these weights in `dtype` on `device`, for inference (made once
+        per dtype and device), or None when torch is not installed and the engine is "auto"."""
         if self.engine == "reference":
             return None
+        key = (dtype, self.device)
         with self._lock:
-            if dtype not in self._engines:
+            if key not in self._engines:
                 try:
                     import torch  # noqa: F401
                 except ImportError:
@@ -219,10 +225,10 @@ class Model:
                         raise GlassformerError(
                             f"--engine torch needs PyTorch: {INSTALL_TORCH}"
                         ) from None
-                    self._engines[dtype] = None
+                    self._engines[key] = None
                 else:
-                    self._engines[dtype] = inference.torch_engine(self.cfg, self.params, dtype)
-            return self._engines[dtype]
+                    self._engines[key] = inference.torch_engine(self.cfg, self.params, *key)
+            return self._engines[key]
 
     def cached(self, name: str, make: Callable):
         """A per-model object made once, however many threads ask at the same time (the
@@ -457,7 +463,9 @@ class Model:
         ids = [self.encode(t) for t in texts]
         engine = engine or ("reference" if self.engine == "reference" else "torch")
         try:
-            E = inference.embed(self.cfg, self.params, ids, engine, fix="try --engine reference")
+            E = inference.embed(
+                self.cfg, self.params, ids, engine, "try --engine reference", self.device
+            )
         except numerics.NonFiniteError as e:
             raise e.at(f"text {e.row + 1}") from None
         return E[0] if isinstance(text, str) else E
@@ -467,7 +475,9 @@ class Model:
         self.need_classifier()
         engine = engine or self.engine
         fix = "try --engine reference"
-        return inference.class_probabilities(self.cfg, self.params, ids, engine, fix=fix)
+        return inference.class_probabilities(
+            self.cfg, self.params, ids, engine, fix=fix, device=self.device
+        )
 
     def classify(
         self, text: str | list[str], *, engine: str | None = None, places=None

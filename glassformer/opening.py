@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from glassformer import inference, weights
+from glassformer import devices, inference, weights
 from glassformer.arguments import entry
 from glassformer.config import PRESETS
 from glassformer.errors import InputError
@@ -29,6 +29,8 @@ def load(
     dtype: str | None = None,
     seed: int | None = None,
     on_note: Callable[[str], None] | None = None,
+    device: str = "cpu",
+    threads: int | None = None,
 ) -> Model:
     """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
     preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
@@ -37,15 +39,19 @@ def load(
     engine: "auto" (PyTorch where the command line uses it, if installed), "torch" or
     "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
     generate, translate and the explorer's decoding (None: each method's command-line
-    default); on_note: where notes go (default: `Model.notes`)."""
+    default); on_note: where notes go (default: `Model.notes`). device: where the PyTorch engine
+    runs, "cpu" or a GPU that PyTorch sees ("cuda", "cuda:N"; not with engine="reference", nor
+    with int8). threads: PyTorch's and NumPy BLAS's threads, for the whole process (None: as
+    they are; `devices.use_threads`)."""
     from glassformer import loading
     from glassformer.model import Model  # (model.py imports this module)
     from glassformer.tokenizer import article_tokenizer
 
     if dtype is not None:
         inference.check_dtype(dtype, engine)
+    devices.check_device(device, engine, dtype)  # before any work, as dtype
     p = Path(path_or_preset)
-    options = dict(engine=engine, dtype=dtype, on_note=on_note)
+    options = dict(engine=engine, dtype=dtype, on_note=on_note, device=device, threads=threads)
     if str(path_or_preset) in PRESETS and not p.exists():
         cfg = PRESETS[str(path_or_preset)]
         tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None

@@ -25,7 +25,8 @@ DEVICE=${DEVICE:-cuda}
 STEPS=${STEPS:-600}
 RUNS=${RUNS:-"new: old:init=gpt2,lr=1e-3,activation=relu noisy:lowercase_prob=0.2,no_end_prob=0.2"}
 mkdir -p "$OUT" runs
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 OMP_NUM_THREADS=4
+THREADS=${THREADS:-}  # each process's CPU threads (--threads; empty: glassformer's default)
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 gf() { python3 -m glassformer.cli "$@"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
@@ -37,13 +38,13 @@ for run in $RUNS; do
   name=${run%%:*} sets=()
   IFS=, read -ra pairs <<< "${run#*:}"
   for kv in "${pairs[@]}"; do sets+=(--set "$kv"); done
-  gf train translate --out "runs/en-es-$name" --device "$DEVICE" --quiet \
+  gf train translate --out "runs/en-es-$name" --device "$DEVICE" --quiet ${THREADS:+--threads "$THREADS"} \
     ${VALID:+--valid "$VALID"} "${sets[@]}" --set bf16=true \
     --set max_minutes="$MINUTES" --set max_steps="$MAX_STEPS" \
     --set eval_interval=500 --set keep_snapshots=5 > "runs/train-$name.log" 2>&1 &
 done
 timeout "$BENCH_SECONDS" python3 benchmarks/translate_quality_per_step.py \
-  --device "$DEVICE" --bf16 --steps "$STEPS" --json "$OUT/quality.json" \
+  --device "$DEVICE" --bf16 --steps "$STEPS" --json "$OUT/quality.json" ${THREADS:+--threads "$THREADS"} \
   ${LIMIT:+--valid-limit "$LIMIT"} \
   --variant "relu:activation=relu" \
   --variant "lr1e-3:lr=1e-3" \

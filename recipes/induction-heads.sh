@@ -7,6 +7,7 @@
 # layer 0; about two minutes on 2 CPU cores.
 #
 #   recipes/induction-heads.sh            # runs/induction (the run), runs/induction-model
+#   THREADS=2 recipes/induction-heads.sh  # PyTorch's and BLAS's threads (default: their own)
 #   glassformer explain runs/induction --over-training --html induction.html
 #   glassformer serve runs/induction      # the explorer's Training tab
 #
@@ -23,7 +24,7 @@ gf train lm --data repeats --out "$RUN" --overwrite --quiet \
   --set n_decoder_layers=2 --set d_model=128 --set n_heads=2 --set d_ff=0 \
   --set max_len=48 --set positions=rotary --set norm=pre --set tie_embeddings=false \
   --set max_steps=2000 --set warmup_steps=100 --set lr=1e-3 --set min_lr=1e-4 \
-  --set batch_size=32 --set weight_decay=0 --set eval_interval=500 --set threads=2 \
+  --set batch_size=32 --set weight_decay=0 --set eval_interval=500 ${THREADS:+--threads "$THREADS"} \
   --snapshot-views "$PROBE" --view-every 25
 gf export "$RUN" "$OUT" --dtype float32 --overwrite
 for f in views.safetensors log.csv loss.png train_config.json; do cp "$RUN/$f" "$OUT/$f"; done

@@ -247,6 +247,27 @@ for method in ("embed", "classify"):
         "engine='gpu': must be one of",
     )
 case("load engine='gpu'", lambda m: glassformer.load("tiny", engine="gpu"), "engine='gpu'")
+case(
+    "load threads=0",
+    lambda m: glassformer.load("tiny", threads=0),
+    r"^threads=0: must be at least 1$",
+    cli=["generate", "{run}", "to be", "--threads", "0"],
+    cli_says="--threads must be at least 1, got 0",
+)
+case(
+    "load device='tpu'",
+    lambda m: glassformer.load("tiny", device="tpu"),
+    r"^device='tpu': must be 'cpu', 'cuda' or 'cuda:N'$",
+    cli=["generate", "{run}", "to be", "--device", "tpu"],
+    cli_says="must be 'cpu', 'cuda' or 'cuda:N'",
+)
+case(
+    "load device='cuda' engine='reference'",
+    lambda m: glassformer.load("tiny", device="cuda", engine="reference"),
+    r"^device='cuda' is where the PyTorch engine runs, and engine='reference' is NumPy",
+    cli=["generate", "{run}", "to be", "--device", "cuda", "--engine", "reference"],
+    cli_says="is NumPy float64 on the CPU",
+)
 case("class_probabilities engine", lambda m: m.clf.class_probabilities([[1]], engine=""), "engine")
 case("lens k=0", lambda m: m.dec.lens("to be", k=0), "k=0: must be >= 1",
      cli=["lens", "{run}", "to be", "--k", "0"], cli_says="--k must be >= 1, got 0")  # fmt: skip

@@ -18,6 +18,7 @@ from glassformer.cli.common import (
     SEED,
     apart,
     config_args,
+    device_arg,
     input_lines,
     integer,
     load_model,
@@ -27,6 +28,7 @@ from glassformer.cli.common import (
     overwrite_arg,
     read_text,
     real,
+    threads_arg,
 )
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
@@ -177,6 +179,8 @@ def _add_encoder_uses(sub) -> None:
         help="torch (float32, batched; default) or reference (NumPy float64)",
     )
     em.add_argument("--json", action="store_true", help="print JSON for programs")
+    device_arg(em)
+    threads_arg(em)
     em.set_defaults(func=cmd_embed)
 
     cl = sub.add_parser(
@@ -202,6 +206,8 @@ def _add_encoder_uses(sub) -> None:
         help="print one JSON object a line: text, tokens, label, class, probability and the "
         "probability of every class",
     )
+    device_arg(cl)
+    threads_arg(cl)
     cl.set_defaults(func=cmd_classify)
 
 
@@ -356,7 +362,7 @@ def cmd_export_hf(args) -> int:
 def cmd_embed(args) -> int:
     if args.engine == "torch":
         need_torch("--engine torch (the default)", "use --engine reference")
-    m = load_model(args.checkpoint, engine=args.engine)
+    m = load_model(args.checkpoint, engine=args.engine, device=args.device)
     E = m.embed(list(args.text))  # (N, C)
     cosine = E @ E.T  # unit vectors: dot product = cosine similarity
     if args.json:
@@ -388,7 +394,7 @@ def _tokens(m, text: str) -> dict:
 def cmd_classify(args) -> int:
     if args.engine == "torch":
         need_torch("--engine torch", "use --engine reference")
-    m = load_model(args.checkpoint, engine=args.engine)
+    m = load_model(args.checkpoint, engine=args.engine, device=args.device)
     lines = input_lines(args.text, args.input)
     texts = [t for t in lines if t.strip()]
     m.need_classifier()

@@ -17,6 +17,7 @@ import numpy as np
 
 from glassformer import files, interrupts, weights
 from glassformer.config import PRESETS
+from glassformer.devices import use_threads
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
 from glassformer.model import DTYPES, check_dtype
 from glassformer.results import Result, to_json
@@ -34,6 +35,10 @@ def run(args) -> int:
     installs it. The command's notes follow its output."""
     NOTES.clear()
     try:
+        if getattr(args, "threads", None) is not None:  # the process's, before any work
+            said = use_threads(args.threads)
+            if said is not None:
+                note(said)
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
             code = args.func(args) or 0
         sys.stdout.flush()
@@ -256,12 +261,12 @@ def config_args(p: argparse.ArgumentParser) -> None:
 # -- models and user text -----------------------------------------------------------------------
 
 
-def load_model(path: str, engine: str = "auto", dtype: str | None = None):
+def load_model(path: str, engine: str = "auto", dtype: str | None = None, device: str = "cpu"):
     """A checkpoint or Hugging Face folder that can take text, as a `glassformer.model.Model`
-    whose notes are the command's."""
+    whose notes are the command's (its threads: `run`'s, from --threads)."""
     from glassformer.opening import load
 
-    m = load(path, engine=engine, dtype=dtype, on_note=note)
+    m = load(path, engine=engine, dtype=dtype, on_note=note, device=device)
     m.need_tokenizer()
     return m
 
@@ -285,6 +290,28 @@ def dtype_arg(p: argparse.ArgumentParser, default: str) -> None:
         default=None,
         help=f"the PyTorch engine's precision (default {default}); int8: its linear layers "
         "quantized to int8 (CPU only; fastest, logits within a few percent)",
+    )
+
+
+def threads_arg(p: argparse.ArgumentParser, default: int | None = None, says: str = "") -> None:
+    """--threads N: PyTorch's and NumPy BLAS's threads for the command (`run` sets them before
+    any work; `devices.use_threads`); None leaves each library's own count."""
+    p.add_argument(
+        "--threads",
+        type=option_type("threads"),
+        default=default,
+        metavar="N",
+        help=says
+        or "run PyTorch and NumPy's BLAS on N threads (default: each library's own "
+        "count, one per core)",
+    )
+
+
+def device_arg(p: argparse.ArgumentParser, what: str = "the PyTorch engine runs") -> None:
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help=f"where {what}: cpu (default), cuda or cuda:N (a GPU that PyTorch sees)",
     )
 
 

@@ -12,6 +12,7 @@ from glassformer.cli.common import (
     load_model,
     overwrite_arg,
     real,
+    threads_arg,
     write_outputs,
 )
 from glassformer.errors import InputError
@@ -55,6 +56,7 @@ def add_parsers(sub) -> None:
         "--html", metavar="FILE", help="write the table as a self-contained HTML page ('-' stdout)"
     )
     overwrite_arg(p)
+    threads_arg(p)
     p.set_defaults(func=cmd_diff, png=None)
 
 

@@ -11,6 +11,7 @@ import sys
 from glassformer import interrupts
 from glassformer.cli.common import (
     apart,
+    device_arg,
     dtype_arg,
     engine_dtype,
     input_lines,
@@ -19,6 +20,7 @@ from glassformer.cli.common import (
     option_type,
     output_file,
     overwrite_arg,
+    threads_arg,
     write_text,
 )
 from glassformer.cli.decoding import decoding, decoding_args
@@ -68,6 +70,8 @@ def _generate_parser(sub) -> None:
         "if installed (default)",
     )
     dtype_arg(g, "float64")
+    device_arg(g)
+    threads_arg(g)
     decoding_args(g)
     r = g.add_argument_group(
         "recording",
@@ -126,6 +130,8 @@ def _translate_parser(sub) -> None:
         "log-probability over the number of tokens)",
     )
     dtype_arg(tl, "float32")
+    device_arg(tl)
+    threads_arg(tl)
     tl.add_argument(
         "--alignments",
         metavar="OUT.jsonl",
@@ -167,7 +173,7 @@ def cmd_generate(args) -> int:
         )
     engine_dtype(args, "float64")  # checked before the model is read
     _check_record(args)
-    m = load_model(args.checkpoint, args.engine, args.dtype)
+    m = load_model(args.checkpoint, args.engine, args.dtype, args.device)
     if args.record is not None:
         return _generate_recorded(args, m, how)
     if args.input is None:
@@ -284,7 +290,7 @@ def cmd_translate(args) -> int:
             raise GlassformerError(
                 f"{given[0]} chooses the heads of --alignments; add --alignments OUT.jsonl"
             )
-    m = load_model(args.checkpoint, dtype=args.dtype)
+    m = load_model(args.checkpoint, dtype=args.dtype, device=args.device)
     lines = input_lines(args.text, args.input)
     # each sentence's place in the input, as errors and notes name it
     where = [

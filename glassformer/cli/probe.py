@@ -14,6 +14,7 @@ from glassformer.cli.common import (
     load_model,
     option_type,
     overwrite_arg,
+    threads_arg,
     write_outputs,
 )
 
@@ -88,6 +89,7 @@ def _model_text_args(p) -> None:
         "--html", metavar="FILE", help="write the result as a self-contained HTML page ('-' stdout)"
     )
     overwrite_arg(p)
+    threads_arg(p)
     p.set_defaults(png=None)
 
 

@@ -12,6 +12,7 @@ from glassformer.cli.common import (
     integer,
     load_model,
     report_args,
+    threads_arg,
     write_outputs,
 )
 from glassformer.cli.decoding import decoding, decoding_args, given_decoding_options
@@ -52,6 +53,7 @@ def add_parsers(sub) -> None:
         help="seed of the random-weight parts (hello-world and modern; default 0)",
     )
     report_args(w)
+    threads_arg(w)
     w.set_defaults(func=cmd_walkthrough)
 
     e = sub.add_parser(
@@ -101,6 +103,7 @@ def add_parsers(sub) -> None:
     decoding_args(e)
     report_args(e)
     touch.add_arguments(e)
+    threads_arg(e)
     e.set_defaults(func=cmd_explain)
 
 

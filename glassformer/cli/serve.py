@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from glassformer import interrupts
-from glassformer.cli.common import dtype_arg, engine_dtype, integer
+from glassformer.cli.common import dtype_arg, engine_dtype, integer, threads_arg
 from glassformer.errors import GlassformerError, install_hint
 
 
@@ -40,11 +40,13 @@ def add_parsers(sub) -> None:
         default=512,
         help="memory for recent runs' traces, in MB (default 512)",
     )
-    s.add_argument(
-        "--threads",
-        type=integer("--threads", 1, says="at least 1"),
+    # With more runnable threads than cores, multithreaded BLAS spins: a MiniLM trace of 128
+    # tokens took 5.0 s with OpenBLAS's 2 threads and 0.57 s with 1 on the 2-core development VM
+    # under load. `run` sets them before the server starts (`devices.use_threads`).
+    threads_arg(
+        s,
         default=1,
-        help="BLAS and PyTorch threads of each computation (default 1: requests run side by "
+        says="BLAS and PyTorch threads of each computation (default 1: requests run side by "
         "side in their own threads instead, and a busy machine does not stall)",
     )
     dtype_arg(s, "float64")
@@ -74,7 +76,6 @@ def cmd_serve(args) -> int:
     if not args.models and args.no_walkthroughs:
         raise GlassformerError("nothing to serve: give MODEL_DIRs or leave out --no-walkthroughs")
     dtype = engine_dtype(args, "float64")
-    _limit_threads(args.threads)
     registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
     explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20, view=args.view)
     server, sock, url = make_server(explorer, args.host, args.port)
@@ -91,20 +92,3 @@ def cmd_serve(args) -> int:
     finally:
         sock.close()
     return 0
-
-
-def _limit_threads(n: int) -> None:
-    """Threads of NumPy's BLAS and of PyTorch for this process. With more runnable threads than
-    cores, multithreaded BLAS spins: a MiniLM trace of 128 tokens took 5.0 s with OpenBLAS's 2
-    threads and 0.57 s with 1 on the 2-core development VM under load."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # part of the serve extra; without it BLAS keeps its own setting
-        pass
-    else:
-        threadpool_limits(limits=n, user_api="blas")
-    try:
-        import torch
-    except ImportError:
-        return
-    torch.set_num_threads(n)

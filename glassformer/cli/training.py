@@ -12,6 +12,7 @@ from glassformer import views, weights
 from glassformer.cli.checkpoints import writes_out
 from glassformer.cli.common import (
     apart,
+    device_arg,
     integer,
     last_step,
     load_model,
@@ -19,8 +20,10 @@ from glassformer.cli.common import (
     option_type,
     output_folder,
     overwrite_arg,
+    threads_arg,
 )
 from glassformer.config import PRESETS, preset
+from glassformer.devices import check_device
 from glassformer.errors import GlassformerError, Interrupted
 from glassformer.inputs import utf8
 
@@ -109,7 +112,12 @@ def _add_train_parser(sub) -> None:
         metavar="N",
         help="steps between recorded views (default: max_steps / 100)",
     )
-    tr.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
+    device_arg(tr, "training runs")
+    threads_arg(
+        tr,
+        says="run PyTorch and NumPy's BLAS on N threads; the run keeps it, as --set threads=N "
+        "(default: each library's own count, one per core)",
+    )
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)
 
@@ -136,6 +144,8 @@ def _add_eval_parser(sub) -> None:
         default=None,
         help="evaluate only the first N examples",
     )
+    device_arg(ev)
+    threads_arg(ev)
     ev.set_defaults(func=cmd_eval)
 
 
@@ -152,6 +162,8 @@ def cmd_train(args) -> int:
 
     model_sets, train_sets = _split_overrides(args.overrides)
     device = check_device(args.device)
+    if args.threads is not None and "threads" in map(_key, train_sets):
+        raise GlassformerError("--threads and --set threads both set the threads: give one")
     tokenizer, init_params, notes = None, None, []
     if args.resume:
         cfg, tcfg, tokenizer, note = _resume_settings(args, model_sets, train_sets)
@@ -163,6 +175,8 @@ def cmd_train(args) -> int:
         tcfg = base.override(*train_sets)
         weights.check_fits(cfg)
     tcfg = _with_view_every(args, tcfg)
+    if args.threads is not None:  # (`run` set them already; the run keeps them, as --set does)
+        tcfg = dataclasses.replace(tcfg, threads=args.threads)
     was = T.saved_source(args.out) if args.resume else None  # the data it was trained on
     data = args.data or _recorded(was, "data", args.out)
     data = data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")
@@ -418,26 +432,6 @@ def _same_as_started(args, out: Path, cfg, tokenizer, model_sets: list[str]) -> 
             )
 
 
-def check_device(device: str) -> str:
-    """A torch device that exists here, or one clear error."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, ValueError):
-        raise GlassformerError(f"unknown --device {device!r}; use cpu, cuda or cuda:N") from None
-    if dev.type == "cuda":
-        n = torch.cuda.device_count()
-        if not n or (dev.index or 0) >= n:
-            raise GlassformerError(
-                f"--device {device}: {'no CUDA GPU here' if not n else f'only {n} GPU(s) here'}; "
-                "use --device cpu"
-            )
-    elif dev.type != "cpu":
-        raise GlassformerError(f"--device {device}: only cpu and cuda are supported")
-    return device
-
-
 def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     """--set items for the Config and for the TrainConfig; unknown keys are one clear error."""
     import dataclasses as dc
@@ -530,6 +524,6 @@ def _fmt(v) -> str:
 
 def cmd_eval(args) -> int:
     need_torch("eval")
-    m = load_model(args.checkpoint)
+    m = load_model(args.checkpoint, device=args.device)
     print(m.evaluate(args.data, beam=args.beam, limit=args.limit))
     return 0
