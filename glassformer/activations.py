@@ -17,6 +17,8 @@ the rows that text's own trace holds, padded on the right to the longest text of
     sanctioned way; the engine computes as it does while traced); a trace that stores nothing
     (`tracing(keep=...)`) names each tap in order. Only the steps matching `names` are kept:
     the cache's memory is bounded by `names`, never the whole trace of every text.
+    int8 runs one text per forward: its linear layers quantize each call's input with one range
+    (`quantize.py`), which a batch would share, so a text's values would depend on the others.
   - "reference": the NumPy float64 engine, one text at a time, read the same way.
 
 Which steps: every step the engine taps, less the masks that padding alone makes (an encoder's
@@ -174,7 +176,8 @@ def run_with_cache(m, texts, names, targets, engine, dtype, batch_size) -> Activ
         stacks["decoder"] = _targets(m, targets, len(ids))
     elif targets is not None:
         raise InputError(
-            f"targets= feeds an encoder-decoder's decoder; {m.name} is arch={cfg.arch!r}: drop it"
+            f"targets: only an encoder-decoder's decoder reads targets; {m.name} is "
+            f"arch={cfg.arch!r}: drop targets"
         )
     run = _torch_forward(model, cfg, m.params) if model is not None else _reference(cfg, m.params)
     globs = _globs(names)
@@ -185,7 +188,7 @@ def run_with_cache(m, texts, names, targets, engine, dtype, batch_size) -> Activ
     )
     longest = {k: max(map(len, v)) for k, v in stacks.items()}
     layout, out = _Layout(len(ids), longest, cfg.arch), {}
-    step = batch_size if model is not None else 1
+    step = batch_size if model is not None and dtype != "int8" else 1  # (int8: the docstring)
     for at in range(0, len(ids), step):
         chunk = {k: v[at : at + step] for k, v in stacks.items()}
         got = _kept(lambda chunk=chunk: run(chunk), globs, wanted)
