@@ -39,7 +39,7 @@ import difflib
 import fnmatch
 import functools
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -71,7 +71,6 @@ class ActivationCache(Mapping):
     target_mask: np.ndarray | None = None
     target_ids: list[list[int]] | None = None
     target_tokens: list[list[str]] | None = None
-    _names: list[str] = field(default_factory=list)
 
     def __getitem__(self, key: str) -> np.ndarray | dict[str, np.ndarray]:
         if isinstance(key, str) and key in self.arrays:
@@ -122,9 +121,10 @@ class ActivationCache(Mapping):
         shown = names if len(names) <= 6 else [*names[:3], "...", *names[-3:]]
         steps = ", ".join(s if s == "..." else f"{s} {self.arrays[s].shape}" for s in shown)
         first = " ".join(self.tokens[0][:12]) + (" ..." if len(self.tokens[0]) > 12 else "")
+        targets = "" if self.target_mask is None else f", targets to {self.target_mask.shape[1]}"
         text = (
             f"<ActivationCache of {self.model}: {n} text{'s' * (n != 1)} padded to {T} tokens "
-            f"({lengths} real), {self.engine} {self.dtype}, {len(names)} steps, "
+            f"({lengths} real){targets}, {self.engine} {self.dtype}, {len(names)} steps, "
             f"{self.nbytes / 2**20:.1f} MiB: {steps}; tokens[0]: {first}>"
         )
         return text if len(text) < 1900 else text[:1890] + " ...>"

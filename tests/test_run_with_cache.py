@@ -127,6 +127,7 @@ def test_an_encoder_decoder_reads_target_ids_or_bos_alone(models):
     by_ids = m.run_with_cache(TEXTS["s2s"], targets=ids, dtype="float64")
     by_text = m.run_with_cache(TEXTS["s2s"], targets=TARGETS, dtype="float64")
     assert by_ids.target_ids == ids and by_ids.target_tokens[2] == ["SOS", "hola", "hola", "mundo"]
+    assert "3 texts padded to 2 tokens (2, 1, 1 real), targets to 4" in repr(by_ids)
     for name in by_ids:
         np.testing.assert_array_equal(by_ids[name], by_text[name])
     alone = m.run_with_cache(TEXTS["s2s"], dtype="float64")  # default: BOS alone
