@@ -269,6 +269,22 @@ class Ids(Arg):
 
 
 @dataclass(frozen=True)
+class TextsOrIds(Arg):
+    """Texts (a str, or a non-empty list of str) or token ids of this model (a non-empty list of
+    id lists): what a batch reads."""
+
+    says: str = "a str, a list of str or a list of token-id lists"
+
+    def check(self, value, name: str, at: Call) -> None:
+        if isinstance(value, list | tuple) and value and not isinstance(value[0], str):
+            if isinstance(value[0], list | tuple | range | np.ndarray):
+                return Ids(nested=True).check(value, name, at)
+        elif isinstance(value, str | list | tuple):
+            return Text().check(value, name, at)
+        raise InputError(f"{name}={shown(value)}: must be {self.says}")
+
+
+@dataclass(frozen=True)
 class Probabilities(Arg):
     """One probability per class of this classifier."""
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import devices, generating, inference, numerics, results, weights
+from glassformer import activations, devices, generating, inference, numerics, results, weights
 from glassformer import reference as R
 from glassformer.arguments import checked
 from glassformer.config import Config
@@ -589,6 +589,35 @@ class Model:
         from glassformer.engine_diff import diff
 
         return diff(self, text, engines, tol)
+
+    def run_with_cache(
+        self,
+        texts: str | list[str] | list[list[int]],
+        *,
+        names: str | list[str] | None = None,
+        targets: str | list[str] | list[list[int]] | None = None,
+        engine: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 32,
+    ) -> activations.ActivationCache:
+        """A batch through the model, steps kept by name, stacked (batch, ...) and padded on the
+        right (with 0) to the longest text: TransformerLens's `run_with_cache` (`activations.py`).
+
+        Parameters
+        ----------
+        texts : the texts (an encoder-decoder's sources), or lists of token ids
+        names : step names or globs to keep, e.g. "decoder.0.*.A" (`trace(...).names()`); None: all
+        targets : an encoder-decoder's decoder input, teacher-forced: text, ids from BOS; None: BOS
+        engine : "torch" (batched) or "reference" (float64, a text at a time); None: the model's
+        dtype : the PyTorch engine's float32 (None: the model's dtype, else float32), float64, int8
+        batch_size : texts per forward pass of the PyTorch engine
+
+        Returns
+        -------
+        ActivationCache
+            a Mapping name -> array (a glob -> dict), .mask (batch, T; True: a real token), .tokens
+        """
+        return activations.run_with_cache(self, texts, names, targets, engine, dtype, batch_size)
 
     # -- writing ---------------------------------------------------------------------------------
 
