@@ -576,9 +576,14 @@ class Model:
         """A glassformer checkpoint folder (config.json, model.safetensors, tokenizer.json,
         labels.json); an existing folder is replaced only with overwrite=True."""
         weights.save(
-            path, self.cfg, self.params, tokenizer=self.tok, dtype=dtype, labels=self.labels,
+            path,
+            self.cfg,
+            self.params,
+            tokenizer=self.tok,
+            dtype=dtype,
+            labels=self.labels,
             overwrite=overwrite,
-        )  # fmt: skip
+        )
         return Path(path)
 
     def export_hf(self, path: str | Path, *, overwrite: bool = False) -> tuple[str, Path]:

@@ -142,8 +142,11 @@ def text(body: dict, name: str, default=...) -> str:
     except UnicodeEncodeError:  # a lone surrogate: JSON allows it, no tokenizer reads it
         raise RequestError(400, f"{name!r} is not valid Unicode (a lone surrogate)") from None
     if len(v) > MAX_TEXT:
-        raise RequestError(413, f"{name!r} has {len(v):,} characters; the explorer takes at most "
-                           f"{MAX_TEXT:,} (a model's context is far shorter)")  # fmt: skip
+        raise RequestError(
+            413,
+            f"{name!r} has {len(v):,} characters; the explorer takes at most "
+            f"{MAX_TEXT:,} (a model's context is far shorter)",
+        )
     return v
 
 
@@ -218,9 +221,10 @@ class Explorer:
         for name, arch in (("ids", "decoder"), ("target", "encoder-decoder")):
             if body.get(name) is not None and cfg.arch != arch:
                 raise RequestError(
-                    400, f"{name!r} is the input of a{'n' * (arch[0] == 'e')} {arch}; this model "
+                    400,
+                    f"{name!r} is the input of a{'n' * (arch[0] == 'e')} {arch}; this model "
                     f"is a{'n' * (cfg.arch[0] == 'e')} {cfg.arch}: drop it",
-                )  # fmt: skip
+                )
         ids = id_list(body, "ids", cfg.vocab_size, cfg.max_len) if cfg.arch == "decoder" else None
         target = None
         if cfg.arch == "encoder-decoder":
@@ -322,9 +326,12 @@ class Explorer:
         if isinstance(m, Fixed):
             return step_renderer(run.trace, tile_cells=TILE_CELLS)
         return step_renderer(
-            run.trace, params=m.params, token_kind=m.token_kind, tile_cells=TILE_CELLS,
+            run.trace,
+            params=m.params,
+            token_kind=m.token_kind,
+            tile_cells=TILE_CELLS,
             readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
-        )  # fmt: skip
+        )
 
     def _step(self, run, name: str):
         if name not in run.trace:
@@ -512,23 +519,28 @@ def _decoding(body: dict, vocab: int | None) -> dict:
     out = {
         "strategy": choice(body, "strategy", ("greedy", "sample", "beam"), "greedy"),
         "max_new_tokens": integer(body, "max_new_tokens", 1, None, None, says="at least 1"),
-        "temperature": real(body, "temperature", 0.0, None, 1.0, open_lo=True,
-                            says="a finite number > 0"),
+        "temperature": real(
+            body, "temperature", 0.0, None, 1.0, open_lo=True, says="a finite number > 0"
+        ),
         "top_k": integer(body, "top_k", 1, None, None),
         "top_p": real(body, "top_p", 0.0, 1.0, None, open_lo=True, says="in (0, 1]"),
         "seed": integer(body, "seed", 0, 2**32 - 1, None, says="an integer in [0, 2**32)"),
         "beam_width": integer(body, "beam_width", 1, None, 4),
         "length_penalty": real(body, "length_penalty", None, None, 1.0, says="a finite number"),
-    }  # fmt: skip
+    }
     if out["beam_width"] > MAX_BEAM:
-        raise RequestError(400, f"'beam_width' {out['beam_width']} is more than the explorer's "
-                           f"{MAX_BEAM} (the command line takes wider beams)")  # fmt: skip
+        raise RequestError(
+            400,
+            f"'beam_width' {out['beam_width']} is more than the explorer's "
+            f"{MAX_BEAM} (the command line takes wider beams)",
+        )
     if vocab is not None:
         if out["strategy"] == "beam" and out["beam_width"] > vocab:
             raise RequestError(
-                400, f"'beam_width' {out['beam_width']} is more than the vocabulary ({vocab} "
+                400,
+                f"'beam_width' {out['beam_width']} is more than the vocabulary ({vocab} "
                 "tokens); use at most the vocabulary size",
-            )  # fmt: skip
+            )
         if out["top_k"] is not None:
             out["top_k"] = min(out["top_k"], vocab)  # all of them: the same distribution
     return out
@@ -570,8 +582,11 @@ def _small_values(page, s) -> dict:
     if v.ndim <= 1:
         rows, cols = None, cols or rows  # a vector is one row
     m = as_matrix(v)[0]
-    return {"values": m, "rows": rows if rows and len(rows) == m.shape[0] else None,
-            "cols": cols if cols and len(cols) == m.shape[1] else None}  # fmt: skip
+    return {
+        "values": m,
+        "rows": rows if rows and len(rows) == m.shape[0] else None,
+        "cols": cols if cols and len(cols) == m.shape[1] else None,
+    }
 
 
 def _tuple(x):
@@ -585,12 +600,21 @@ def _tree(items, heads: HeadNumbers, named: Naming) -> list[dict]:
         if isinstance(x, Group):
             label = heads.label(x.key + ".")
             out.append(
-                {"group": x.key, "count": x.count(), "label": label,
-                 "items": _tree(x.items, heads, named), "title": title(x.key, named)}
-            )  # fmt: skip
+                {
+                    "group": x.key,
+                    "count": x.count(),
+                    "label": label,
+                    "items": _tree(x.items, heads, named),
+                    "title": title(x.key, named),
+                }
+            )
         else:
             out.append(
-                {"step": x.name, "equation": x.equation, "shape": list(x.shape),
-                 "title": title(x.name, named)}
-            )  # fmt: skip
+                {
+                    "step": x.name,
+                    "equation": x.equation,
+                    "shape": list(x.shape),
+                    "title": title(x.name, named),
+                }
+            )
     return out
