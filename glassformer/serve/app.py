@@ -44,13 +44,14 @@ from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
 from glassformer.explain.html_pieces import asset
-from glassformer.serve.api import Explorer, RequestError, dumps
+from glassformer.serve.api import Explorer, dumps
 from glassformer.serve.deadlines import (
     BODY_TIMEOUT,
     HEADER_TIMEOUT,
     BodyDeadline,
     header_deadline,
 )
+from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import NotFound, Unavailable
 
 log = logging.getLogger("uvicorn.error")

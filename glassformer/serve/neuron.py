@@ -6,7 +6,7 @@ grouped-query attention the keys are those of the K/V head the head shares (`kv_
 `sources` finds the two steps, `take_apart` the numbers, and `about` the words the page shows
 beside a head's map (what it shares, whether its scores are of rotated Q and K).
 
-Deliberately not here: the request's fields (`api.py`), drawing (`assets/explorer.js`).
+Deliberately not here: the request's fields (`fields.py`), drawing (`assets/explorer.js`).
 """
 
 from __future__ import annotations
