@@ -1,6 +1,7 @@
 """A Model's text in, text out: `generate` (one text, or many: batched greedy on the PyTorch
 engine) and `translate` (sentences through an encoder-decoder, batched, yielded in input order).
-`Model.generate` / `Model.translate` call these; the work below them is `inference.py`'s.
+`Model.generate` / `Model.translate` call these; the work below them is `inference.py`'s and
+`translating.py`'s.
 
 Deliberately not here: reading files, printing, progress bars (the command line's), the
 decoding strategies themselves (`decoding.py`).
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from glassformer import inference
+from glassformer import inference, translating
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
 
@@ -96,7 +97,7 @@ def _greedy_batches(m, model, inputs: dict, decoding, batch_size: int, recorder=
                 news = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
             else:
                 args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
-                news = inference.greedy_batch(model, batch, *args, **checks)
+                news = translating.greedy_batch(model, batch, *args, **checks)
         except NonFiniteError as e:
             raise NonFiniteError(str(e), chunk[e.row]) from None
         yield chunk, batch, news
@@ -160,9 +161,9 @@ def _translated(m, model, sentences, beam, n_best, places, recorder=None) -> Ite
     if recorder is not None:
         checks["recorder"] = recorder
     if n_best:
-        results = inference.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
+        results = translating.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
     else:
-        results = inference.translate_iter(model, m.tok, sentences, beam=beam, **checks)
+        results = translating.translate_iter(model, m.tok, sentences, beam=beam, **checks)
     try:
         yield from results
     except NonFiniteError as e:  # its row: the sentence's index
@@ -227,10 +228,10 @@ def _all_pairs(cfg) -> int:
 def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_k: int) -> list:
     """`generate --record` (`Model.record`): per text, (its output, its record): the steps
     named (`recording.select_steps`) and the top_k next tokens at every new token, read on the
-    PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched (`inference.
-    greedy_prompts` / `greedy_batch`); sampling and beam search go one text at a time, each
-    model call filed by the ids it continued, so the record follows the chosen sequence. The
-    outputs are those of `many`. A blank text gives ("", None)."""
+    PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched
+    (`inference.greedy_prompts` / `translating.greedy_batch`); sampling and beam search go one
+    text at a time, each model call filed by the ids it continued, so the record follows the
+    chosen sequence. The outputs are those of `many`. A blank text gives ("", None)."""
     from glassformer.recording import Recorder, select_steps
 
     if type(top_k) is not int or top_k < 0:

@@ -393,7 +393,7 @@ class Model:
         places: list[str] | None = None,
     ):
         """What `glassformer translate` prints: one sentence -> its translation; a list ->
-        one each; with n_best, each sentence's list of `inference.Candidate`s (best first)."""
+        one each; with n_best, each sentence's list of `translating.Candidate`s (best first)."""
         one = isinstance(text, str)
         out = list(self.translations([text] if one else list(text), beam, n_best, dtype, places))
         return out[0] if one else out

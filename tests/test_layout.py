@@ -235,6 +235,7 @@ ENGINES = {
     "glassformer.torch_steps",
     "glassformer.quantize",
     "glassformer.inference",
+    "glassformer.translating",
     "glassformer.loading",
     "glassformer.hf_dir",
     "glassformer.nanogpt",
