@@ -1,4 +1,4 @@
-"""Benchmark: beam search translation, batched (`inference.translate`: many sentences, each with
+"""Benchmark: beam search translation, batched (`translating.translate`: many sentences, each with
 its beams, in one KV cache) against one sentence at a time (`decoding.beam_search` over the torch
 engine's step functions, as `translate` did before), sentences per second, measured alternately
 in one process. The shipped `models/en-es` (float32), beam 4, the 1,000 `eng-spa-valid` sources.
@@ -24,14 +24,15 @@ sys.path.insert(0, str(ROOT))  # time this checkout's glassformer, not an instal
 
 from glassformer import decoding, weights  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
-from glassformer.inference import torch_engine, translate  # noqa: E402
+from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
+from glassformer.translating import translate  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
 
 
 def one_at_a_time(model, tok, sentences: list[str], beam: int) -> list[str]:
-    """Translate as `inference.translate(beam > 1)` did before batching: one sentence at a time,
+    """Translate as `translating.translate(beam > 1)` did before batching: one sentence at a time,
     its live hypotheses scored in one forward without a cache (`many_step_fn`)."""
     cfg, out = model.cfg, []
     with torch.no_grad():

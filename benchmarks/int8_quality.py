@@ -3,7 +3,7 @@
 - `models/char-lm`: validation loss (mean cross-entropy, nats per character) over every
   64-character window of the last 10% of Tiny Shakespeare (nanoGPT's validation split), every
   position of every window, fp32 against int8 (`glassformer.quantize.int8`). Goal: int8 within 1%.
-- `models/en-es`: sacreBLEU of beam-4 translations (`inference.translate`, batched) of the 1,000
+- `models/en-es`: sacreBLEU of beam-4 translations (`translating.translate`, batched) of the 1,000
   `eng-spa-valid` pairs, fp32 against int8. Goal: int8 within 0.5 BLEU. Also: how many
   translations are identical.
 
@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT))  # this checkout's glassformer
 
 from glassformer import loading  # noqa: E402
 from glassformer.data import read_pairs, read_text  # noqa: E402
-from glassformer.inference import torch_engine, translate  # noqa: E402
+from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.metrics import translation_scores  # noqa: E402
+from glassformer.translating import translate  # noqa: E402
 
 
 def char_lm_loss(model, ids: torch.Tensor, T: int, stride: int, batch: int) -> float:

@@ -44,7 +44,7 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from glassformer import data as D  # noqa: E402
-from glassformer import inference, metrics, weights  # noqa: E402
+from glassformer import inference, metrics, translating, weights  # noqa: E402
 from glassformer import train as T  # noqa: E402
 from glassformer.config import Config, preset  # noqa: E402
 from glassformer.tasks import prepare_task  # noqa: E402
@@ -292,7 +292,7 @@ def hurried_scores(path, pairs, device: str) -> dict:
         ("hurried", [hurried(s) for s, _ in pairs]),
     ):
         cut: set[int] = set()
-        hyps = list(inference.translate_iter(model, tok, srcs, beam=1, cut=cut))
+        hyps = list(translating.translate_iter(model, tok, srcs, beam=1, cut=cut))
         scores = metrics.translation_scores([hurried(h) for h in hyps], refs)
         out |= {f"{name}_bleu": scores.bleu, f"{name}_chrf": scores.chrf, f"{name}_cut": len(cut)}
     return out

@@ -1,5 +1,5 @@
 """Benchmark: sentences per second of the shipped translator (`models/en-es`), beam 4, glassformer
-(`inference.translate`: batches of 64 sentences, all hypotheses in one KV cache) in fp32 and int8
+(`translating.translate`: batches of 64 sentences, all hypotheses in one KV cache) in fp32 and int8
 against CTranslate2 in fp32 and int8 on the same weights (the Pegasus export of `glassformer
 export-hf`, converted by `ctranslate2.converters.TransformersConverter`), the four measured
 alternately in one process. Goals: glassformer within 1.5x of CTranslate2's time in fp32, 1.2x in
@@ -53,8 +53,9 @@ sys.path.insert(0, str(ROOT))  # this checkout's glassformer
 from glassformer import loading  # noqa: E402
 from glassformer.cli import main as cli  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
-from glassformer.inference import torch_engine, translate  # noqa: E402
+from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.metrics import translation_scores  # noqa: E402
+from glassformer.translating import translate  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
 MODES = ("shared", "own-runtime", "apart")

@@ -115,8 +115,9 @@ def input_attribution(
     if baseline is not None and method != "integrated_gradients":
         raise GlassformerError(f"{method} has no baseline: drop baseline")
     base = None if baseline is None else _baseline(model, baseline, stack, ids, src_ids)
-    scores, f, f0 = _path_gradients(model, ids, targets, tokens, score, stack, src_ids, alpha,
-                                    weight, base)  # fmt: skip
+    scores, f, f0 = _path_gradients(
+        model, ids, targets, tokens, score, stack, src_ids, alpha, weight, base
+    )
     result = InputAttribution(method, stack, targets, tokens, scores, f)
     if method == "integrated_gradients":
         result.f_baseline = f0
@@ -187,8 +188,10 @@ def _baseline(model, token: int, stack: str, ids, src_ids):
     dec = [token] * len(ids) if stack == "decoder" else list(ids)
     src = None if src_ids is None else [token if stack == "encoder" else i for i in src_ids]
     with torch.no_grad(), intervene({f"{stack}.X": keep}):
-        model(torch.as_tensor([dec], device=device),
-              src_ids=None if src is None else torch.as_tensor([src], device=device))  # fmt: skip
+        model(
+            torch.as_tensor([dec], device=device),
+            src_ids=None if src is None else torch.as_tensor([src], device=device),
+        )
     return held["X"]
 
 

@@ -487,7 +487,7 @@ PRESETS: dict[str, Config] = {
         tie_embeddings=True,
         share_embeddings=True,
         embed_scale=True,
-    ),  # fmt: skip
+    ),
     # A small BERT-style encoder classifier.
     "encoder-classifier": Config(
         arch="encoder",

@@ -84,7 +84,7 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
 def _translation(m, model, pairs, beam: int, checks: dict) -> str:
     """BLEU and chrF of the translations of the pairs' sources against their targets."""
     from glassformer.generating import cut_note
-    from glassformer.inference import translate_iter
+    from glassformer.translating import translate_iter
 
     cut: set[int] = set()  # pairs whose translation reached max_len before an end token
     try:

@@ -1,9 +1,9 @@
 """A Model's text in, text out: `generate` (one text, or many: batched greedy on the PyTorch
 engine), `stream` (one text's output as its tokens are chosen) and `translate` (sentences through
 an encoder-decoder, batched, yielded in input order). `Model.generate` / `Model.stream` /
-`Model.translate` call these; the work below them is `inference.py`'s and `decoding.py`'s. One
-prompt's decoding is one loop (`decoded_tokens`, over `decoding.strategy_tokens`): a generation
-runs it to its end, a stream shows each token as it comes.
+`Model.translate` call these; the work below them is `inference.py`'s, `translating.py`'s and
+`decoding.py`'s. One prompt's decoding is one loop (`decoded_tokens`, over
+`decoding.strategy_tokens`): a generation runs it to its end, a stream shows each token as it comes.
 
 Deliberately not here: reading files, printing, progress bars (the command line's), the
 decoding strategies themselves (`decoding.py`).
@@ -15,7 +15,7 @@ from collections.abc import Generator, Iterator
 
 import numpy as np
 
-from glassformer import inference
+from glassformer import inference, translating
 from glassformer.decoding import Decoding, context_slid, stop_reason, strategy_tokens
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 from glassformer.numerics import NonFiniteError
@@ -214,7 +214,7 @@ def _greedy_batches(m, model, inputs: dict, decoding, batch_size: int, recorder=
                 news = inference.greedy_prompts(model, batch, max_new, tok.eos_id, pad, **checks)
             else:
                 args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
-                news = inference.greedy_batch(model, batch, *args, **checks)
+                news = translating.greedy_batch(model, batch, *args, **checks)
         except NonFiniteError as e:
             raise NonFiniteError(str(e), chunk[e.row]) from None
         yield chunk, batch, news
@@ -278,9 +278,9 @@ def _translated(m, model, sentences, beam, n_best, places, recorder=None) -> Ite
     if recorder is not None:
         checks["recorder"] = recorder
     if n_best:
-        results = inference.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
+        results = translating.translate_nbest_iter(model, m.tok, sentences, n_best, beam, **checks)
     else:
-        results = inference.translate_iter(model, m.tok, sentences, beam=beam, **checks)
+        results = translating.translate_iter(model, m.tok, sentences, beam=beam, **checks)
     try:
         yield from results
     except NonFiniteError as e:  # its row: the sentence's index
@@ -345,10 +345,10 @@ def _all_pairs(cfg) -> int:
 def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_k: int) -> list:
     """`generate --record` (`Model.record`): per text, (its output, its record): the steps
     named (`recording.select_steps`) and the top_k next tokens at every new token, read on the
-    PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched (`inference.
-    greedy_prompts` / `greedy_batch`); sampling and beam search go one text at a time, each
-    model call filed by the ids it continued, so the record follows the chosen sequence. The
-    outputs are those of `many`. A blank text gives ("", None)."""
+    PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched
+    (`inference.greedy_prompts` / `translating.greedy_batch`); sampling and beam search go one
+    text at a time, each model call filed by the ids it continued, so the record follows the
+    chosen sequence. The outputs are those of `many`. A blank text gives ("", None)."""
     from glassformer.recording import Recorder, select_steps
 
     if type(top_k) is not int or top_k < 0:

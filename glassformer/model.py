@@ -411,7 +411,7 @@ class Model:
         places: list[str] | None = None,
     ):
         """What `glassformer translate` prints: one sentence -> its translation; a list ->
-        one each; with n_best, each sentence's list of `inference.Candidate`s (best first)."""
+        one each; with n_best, each sentence's list of `translating.Candidate`s (best first)."""
         one = isinstance(text, str)
         out = list(self.translations([text] if one else list(text), beam, n_best, dtype, places))
         return out[0] if one else out
@@ -625,9 +625,14 @@ class Model:
         """A glassformer checkpoint folder (config.json, model.safetensors, tokenizer.json,
         labels.json); an existing folder is replaced only with overwrite=True."""
         weights.save(
-            path, self.cfg, self.params, tokenizer=self.tok, dtype=dtype, labels=self.labels,
+            path,
+            self.cfg,
+            self.params,
+            tokenizer=self.tok,
+            dtype=dtype,
+            labels=self.labels,
             overwrite=overwrite,
-        )  # fmt: skip
+        )
         return Path(path)
 
     def export_hf(self, path: str | Path, *, overwrite: bool = False) -> tuple[str, Path]:

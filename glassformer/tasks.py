@@ -5,7 +5,7 @@ one of the three tasks (lm, translate, classify); `batch_loss` is the cross-entr
 for each task; `default_evaluate` the validation metrics the training loop logs (loss, perplexity,
 BLEU and chrF on free-running translations, accuracy).
 
-Deliberately not here: the optimisation loop and checkpoints (`train.py`), decoding (`inference`).
+Deliberately not here: the optimisation loop and checkpoints (`train.py`), decoding (`translating`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch.nn.functional as F
 
 from glassformer.config import Config
 from glassformer.errors import ConfigError
-from glassformer.inference import translate
+from glassformer.translating import translate
 
 # -- tasks: how a batch becomes a loss ----------------------------------------------------------
 

@@ -18,7 +18,7 @@ The layers below a block (attention, FFN, norms, positions) are in `torch_layers
 declares their slots (`qkv_t`), and are re-exported here.
 
 Deliberately not here: decoding loops (`decoding.py`; the step functions that bind this engine to
-them, `torch_steps.py`; batched greedy translation in `inference.py`), checkpoint files
+them, `torch_steps.py`; batched translation in `translating.py`), checkpoint files
 (`weights.py`), training. It never imports the reference engine; their contract is the parity test.
 
 Shapes: B batch  T tokens (decoder)  S tokens (encoder)  C d_model  H heads  KV key/value heads

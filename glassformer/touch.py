@@ -198,8 +198,9 @@ def interventions(names: list[str], cfg) -> dict:
         if match:
             _check_layer(name, match, cfg)
         if kv:
-            fns |= I.ablate_kv_head(int(kv[2]), _kv_head(name, kv, cfg), _group(cfg), "zero",
-                                    kv[1], kv[3])  # fmt: skip
+            fns |= I.ablate_kv_head(
+                int(kv[2]), _kv_head(name, kv, cfg), _group(cfg), "zero", kv[1], kv[3]
+            )
         elif head:
             h = int(head[4])
             if h >= cfg.n_heads:

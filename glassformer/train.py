@@ -318,8 +318,9 @@ def train(
     out = Path(out)
     lock = files.locked(out, "glassformer train") if dist_info()[0] == 0 else None
     with lock or contextlib.nullcontext():
-        return _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate,
-                      stop_at)  # fmt: skip
+        return _train(
+            cfg, tcfg, task, out, resume, init_params, device, callback, evaluate, stop_at
+        )
 
 
 def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate, stop_at):
@@ -349,8 +350,9 @@ def _train(cfg, tcfg, task, out, resume, init_params, device, callback, evaluate
         while step < tcfg.max_steps:
             used = (elapsed + time.perf_counter() - t_start) / budget if budget else 0.0
             lr = lr_at(step, tcfg, used)
-            total, norm, tokens = _update(model, ddp, opt, task, tcfg, lr, device, use_bf16,
-                                          rank, world)  # fmt: skip
+            total, norm, tokens = _update(
+                model, ddp, opt, task, tcfg, lr, device, use_bf16, rank, world
+            )
             step += 1
             now = time.perf_counter()
             row = {

@@ -279,17 +279,17 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     """The shipped translator never ends some short inputs unlike any training pair ("hmm": it
     repeats a piece up to max_len); the command says so, naming where each is, and stays quiet
     when every translation ends. Which input never ends is found with `translate_iter(cut=)`
-    (tests/test_inference.py checks it against one-sentence greedy and beam search)."""
+    (tests/test_translating.py checks it against one-sentence greedy and beam search)."""
     pytest.importorskip("torch")
     from pathlib import Path
 
-    from glassformer import inference, loading
+    from glassformer import inference, loading, translating
 
     en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
     cfg, params, tok = loading.load(en_es)
     candidates, cut = ["hmm", "hi", "zzz", "mmm", "ha ha ha"], set()
     model = inference.torch_engine(cfg, params)
-    list(inference.translate_iter(model, tok, candidates, beam=1, cut=cut))
+    list(translating.translate_iter(model, tok, candidates, beam=1, cut=cut))
     assert cut, f"the shipped translator ends all of {candidates}: pick another input"
     never = candidates[min(cut)]
     f = tmp_path / "in.txt"

@@ -459,7 +459,7 @@ def test_batched_functions_name_the_failing_input(row, models, tmp_path):
     """A batch where one input overflows float32 (it holds the damaged token) and the other does
     not: the error's row is that input's index whichever place it has, the origin said; without
     params, only that it happened."""
-    from glassformer import inference, loading
+    from glassformer import inference, loading, translating
     from glassformer.numerics import NO_WEIGHTS, NonFiniteError
 
     _, fn, order = row
@@ -473,10 +473,12 @@ def test_batched_functions_name_the_failing_input(row, models, tmp_path):
     model = inference.torch_engine(cfg, params, "float32")
     batch = [tok.encode(good), tok.encode(bad)][:: 1 if order else -1]  # the bad one at `order`
     call = {
-        "greedy_batch": lambda **kw: inference.greedy_batch(
+        "greedy_batch": lambda **kw: translating.greedy_batch(
             model, batch, 0, tok.bos_id, None, 1, **kw
         ),
-        "beam_batch": lambda **kw: inference.beam_batch(model, batch, tok.bos_id, None, 2, 1, **kw),
+        "beam_batch": lambda **kw: translating.beam_batch(
+            model, batch, tok.bos_id, None, 2, 1, **kw
+        ),
         "greedy_prompts": lambda **kw: inference.greedy_prompts(model, batch, 1, **kw),
     }[fn]
     with pytest.raises(NonFiniteError, match=F32) as e:

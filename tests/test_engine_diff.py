@@ -1,9 +1,9 @@
-"""`glassformer diff` and `glassformer.engine_diff`, against what is known by construction: one
-engine against itself differs by zero; the PyTorch engine in float64 is the reference to 1e-10
-at every step (the parity contract); a weight perturbed in one engine's copy is found at the
-first step it touches and no earlier; int8 first drifts at the first linear layer's output;
-float32 differs by float32 rounding only; transformers itself, hooked at the same names, is the
-reference on GPT-2 and BERT folders (float64)."""
+"""`glassformer diff`, `glassformer.engine_diff` and its renderers (`explain.diff`), against
+what is known by construction: one engine against itself differs by zero; the PyTorch engine in
+float64 is the reference to 1e-10 at every step (the parity contract); a weight perturbed in one
+engine's copy is found at the first step it touches and no earlier; int8 first drifts at the
+first linear layer's output; float32 differs by float32 rounding only; transformers itself,
+hooked at the same names, is the reference on GPT-2 and BERT folders (float64)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from glassformer.cli import diff as diff_cli  # noqa: E402
 from glassformer.cli.common import CommandParser, Parser, run  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.explain.diff import to_html, to_text  # noqa: E402
 from glassformer.model import Model  # noqa: E402
 from glassformer.opening import load, with_params  # noqa: E402
 
@@ -134,7 +135,7 @@ def test_int8_first_drifts_at_the_first_linear_layer(model, first, tok):
     before = [row.cells["int8"] for row in r.rows[:at] if row.cells["int8"] is not None]
     assert before and all(c.max_abs < 1e-6 for c in before)  # float32 rounding until then
     assert r.rows[at].cells["int8"].max_rel > 1e-3  # int8's per-row scales: ~0.5% and more
-    assert "first step beyond 0.0001: " + first in D.to_text(r)
+    assert "first step beyond 0.0001: " + first in to_text(r)
 
 
 def test_float32_differs_by_float32_rounding(tok):
@@ -188,7 +189,7 @@ def test_the_result_as_data_and_page(tok):
     assert row["shape"] == [5, 16] and row["engines"]["p"]["beyond"] is True
     assert next(x for x in data["rows"] if x["name"].endswith("norm1.mean"))["engines"] == {
         "torch": None, "p": None}  # fmt: skip
-    page = D.to_html(r)
+    page = to_html(r)
     assert page.startswith("<!DOCTYPE html>") and "<script" not in page and "http" not in page
     first = next(line for line in page.split("<tr") if "decoder.0.ffn.out<" in line)
     assert "first" in first.split(">")[0] and "first beyond the tolerance: p" in first
@@ -268,7 +269,7 @@ def test_transformers_hooked_at_the_same_names_is_the_reference(family, gpt2_dir
     assert max(r.row(n).cells["hf"].max_abs for n in exposed) < 1e-10  # float64 both
     stack = "decoder" if family == "gpt2" else "encoder"
     assert r.row(f"{stack}.0.self_attn.head0.scores").cells["hf"] is None
-    assert "not in hf" in D.to_text(r)
+    assert "not in hf" in to_text(r)
 
 
 def test_hf_finds_a_weight_only_transformers_holds(gpt2_dir):

@@ -23,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from glassformer import decoding, hf_pegasus, inference, loading, reference, weights  # noqa: E402
+from glassformer import decoding, hf_pegasus, loading, reference, translating, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import preset  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
@@ -189,7 +189,9 @@ def ours_greedy(cfg, params, tok, texts: list[str], dtype=torch.float32) -> list
     """glassformer's greedy translation (`translate`'s batched greedy), ids without BOS/EOS."""
     model = from_params(cfg, params, dtype).eval()
     srcs = [tok.encode(t)[: cfg.max_len] for t in texts]
-    return inference.greedy_batch(model, srcs, tok.pad_id, tok.bos_id, tok.eos_id, cfg.max_len - 1)
+    return translating.greedy_batch(
+        model, srcs, tok.pad_id, tok.bos_id, tok.eos_id, cfg.max_len - 1
+    )
 
 
 def texts(n: int, start: int = 0) -> list[str]:
@@ -315,7 +317,7 @@ def test_the_shipped_translator_runs_in_transformers_and_ctranslate2(tmp_path):
     assert got["src"] == [tok.encode(t) for t in sentences]
     hf = got["float32"]
     assert [generated(x, tok.bos_id, tok.eos_id) for x in hf["ids"]] == ours
-    assert hf["text"] == inference.translate(
+    assert hf["text"] == translating.translate(
         from_params(cfg, params, torch.float32).eval(), tok, sentences
     )
     model = from_params(cfg, params, torch.float32).eval()

@@ -8,16 +8,23 @@ imports inside functions too:
 - the core knows no foreign folders: weights.py does not import hf_dir;
 - decoding knows no engine: decoding.py imports neither engine nor torch;
 - the command line is the top: no module outside glassformer.cli imports it;
-- no module is longer than MAX_LINES physical lines.
+- no module holds more than MAX_CODE_LINES lines of code (blank lines, comments and docstrings
+  not counted, as tinygrad's line counter counts): a file is cut where it has a seam, before it
+  fills, and the count leaves room for explanation;
+- `# fmt: skip` closes only a table (a literal laid out by hand), never code squeezed to fit.
 """
 
 import ast
+import io
+import tokenize
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "glassformer"
-MAX_LINES = 600
+# The largest modules held 466, 461 and 452 code lines when the count came in (issue 36): the cap
+# sits above them, with room, and below the 600 physical lines it replaced.
+MAX_CODE_LINES = 500
 
 
 def module_name(path: Path) -> str:
@@ -81,10 +88,141 @@ def test_nothing_below_the_command_line_imports_it():
     assert [m for m in below if "glassformer.cli" in imports(m)] == []
 
 
+# Tokens that are code; a comment, a blank line or an indent is not (f-string parts from 3.12 on).
+CODE_TOKENS = {tokenize.OP, tokenize.NAME, tokenize.NUMBER, tokenize.STRING} | {
+    getattr(tokenize, t)
+    for t in ("FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")
+    if hasattr(tokenize, t)
+}
+
+
+def code_lines(source: str) -> int:
+    """The lines that hold a code token, less those of a bare string statement (a docstring)."""
+    docs = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            if isinstance(node.value.value, str):
+                docs.update(range(node.lineno, node.end_lineno + 1))
+    lines = set()
+    for t in tokenize.generate_tokens(io.StringIO(source).readline):
+        if t.type in CODE_TOKENS:
+            lines.update(range(t.start[0], t.end[0] + 1))
+    return len(lines - docs)
+
+
+def test_code_lines_leave_out_comments_docstrings_and_blank_lines():
+    source = '''"""A module.
+
+    Its docstring runs on.
+    """
+    # a comment
+    X = 1  # a trailing comment
+
+
+    def f(a):
+        """One line."""
+        return (a +
+                X)
+    S = """a string that is a value:
+    code"""
+    '''
+    assert code_lines(source.replace("\n    ", "\n")) == 6
+
+
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_no_module_over_the_line_budget(name):
-    n = len(MODULES[name].read_text(encoding="utf-8").splitlines())
-    assert n <= MAX_LINES, f"{MODULES[name].relative_to(PACKAGE.parent)}: {n} lines > {MAX_LINES}"
+def test_no_module_over_the_code_line_budget(name):
+    n = code_lines(MODULES[name].read_text(encoding="utf-8"))
+    where = MODULES[name].relative_to(PACKAGE.parent)
+    assert n <= MAX_CODE_LINES, f"{where}: {n} code lines > {MAX_CODE_LINES}: cut it at a seam"
+
+
+# -- `# fmt: skip` only on tables -----------------------------------------------------------------
+# ruff honours a trailing `# fmt: skip` on the last line of a statement. It may close only a
+# statement whose value (after `=`, `return`, or the bare expression) is a table:
+#   - a literal dict, list, tuple or set whose every key and item is a cell, or
+#   - a call of a (dotted) name whose every argument is a constant or a table
+#     (`np.array([...])`, `dict(arch="decoder", d_model=4)`);
+# a cell is a constant (a signed number too), a (dotted) name, `*name`, a table, or a call of a
+# (dotted) name whose arguments are constants or plain names (`_noun("row")`, `Config(...)`).
+# A call with computed arguments, a raise, a message or a record of computed values is code:
+# ruff formats it.
+
+
+def _is_name(n) -> bool:
+    return isinstance(n, ast.Name) or (isinstance(n, ast.Attribute) and _is_name(n.value))
+
+
+def _is_constant(n) -> bool:
+    if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub | ast.UAdd):
+        n = n.operand
+    return isinstance(n, ast.Constant)
+
+
+def _arguments(call: ast.Call) -> list:
+    return [*call.args, *(k.value for k in call.keywords)]
+
+
+def _is_cell(n) -> bool:
+    n = n.value if isinstance(n, ast.Starred) else n
+    if _is_constant(n) or _is_name(n) or is_table(n):
+        return True
+    return (
+        isinstance(n, ast.Call)
+        and _is_name(n.func)
+        and all(_is_constant(a) or isinstance(a, ast.Name) for a in _arguments(n))
+    )
+
+
+def is_table(n) -> bool:
+    if isinstance(n, ast.Dict):
+        return all(k is None or _is_cell(k) for k in n.keys) and all(map(_is_cell, n.values))
+    if isinstance(n, ast.List | ast.Tuple | ast.Set):
+        return all(map(_is_cell, n.elts))
+    if isinstance(n, ast.Call) and _is_name(n.func):
+        args = _arguments(n)
+        return bool(args) and all(_is_constant(a) or is_table(a) for a in args)
+    return False
+
+
+def skips_off_tables(source: str) -> list[int]:
+    """The lines whose `# fmt: skip` does not close a table statement."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    skips = [t.start[0] for t in tokens if t.type == tokenize.COMMENT and t.string == "# fmt: skip"]
+    ends = {
+        node.end_lineno: node
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.stmt) and not hasattr(node, "body")  # a simple statement
+    }
+    return [line for line in skips if not is_table(getattr(ends.get(line), "value", None))]
+
+
+def test_the_table_rule_tells_tables_from_code():
+    tables = [
+        "X = (1.0, -2.5,\n     3)  # fmt: skip",
+        "T = {'a': ('x', *Y), 'b': f(\"row\", n), 'c': m.Z}  # fmt: skip",
+        "A = np.array([[1, 0],\n              [0, 1]])  # fmt: skip",
+        "base = dict(arch='decoder', d_model=4,\n            bias=False)  # fmt: skip",
+    ]
+    code = [
+        "f(a, b,\n  c)  # fmt: skip",  # a call with computed arguments
+        "raise E(400, f'{x} is bad '\n        'do this')  # fmt: skip",
+        "return {'rows': r if r else None,\n        'n': 1}  # fmt: skip",  # a computed record
+        "T = {\n    'a': 1,  # fmt: skip\n}",  # not the statement's end: ruff ignores it
+        "x = 1  # fmt: skip",  # not a table
+    ]
+    assert [skips_off_tables(s) for s in tables] == [[]] * len(tables)
+    assert [bool(skips_off_tables(f"def g():\n    {s}".replace("\n", "\n    "))) for s in code] == [
+        True
+    ] * len(code)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_fmt_skip_closes_only_tables(name):
+    lines = skips_off_tables(MODULES[name].read_text(encoding="utf-8"))
+    where = MODULES[name].relative_to(PACKAGE.parent)
+    assert not lines, (
+        f"{where}, lines {lines}: `# fmt: skip` on code, not a table: let ruff format it"
+    )
 
 
 # -- the outer ring: the command line and the explorer are thin layers over `Model` ---------------
@@ -97,6 +235,7 @@ ENGINES = {
     "glassformer.torch_steps",
     "glassformer.quantize",
     "glassformer.inference",
+    "glassformer.translating",
     "glassformer.loading",
     "glassformer.hf_dir",
     "glassformer.nanogpt",

@@ -19,7 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decoding, inference, weights  # noqa: E402
+from glassformer import decoding, inference, translating, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer import torch_layers as L  # noqa: E402
 from glassformer.config import Config  # noqa: E402
@@ -409,14 +409,14 @@ def test_right_padded_batch_equals_one_at_a_time_in_float64():
 def test_batched_translation_equals_one_sentence_beam_search():
     _, model = model_of(ENCDEC)
     srcs = [[3, 4, 5], [6, 7], [8, 9, 10, 11, 12]]
-    got = inference.beam_batch(model, srcs, 1, 2, 3, 10, 16, 1.0, 0)
+    got = translating.beam_batch(model, srcs, 1, 2, 3, 10, 16, 1.0, 0)
     for s, r in zip(srcs, got, strict=True):
         want = decoding.beam_search(step_fn(model, s), [1], 10, 2, 3, 1.0, 16)
         assert r.ids == want.ids
-    greedy = inference.greedy_batch(model, srcs, 0, 1, 2, 10)
+    greedy = translating.greedy_batch(model, srcs, 0, 1, 2, 10)
     assert greedy == [
         [t for t in r.ids[1:] if t != 2]
-        for r in inference.beam_batch(model, srcs, 1, 2, 1, 10, None, 1.0, 0)
+        for r in translating.beam_batch(model, srcs, 1, 2, 1, 10, None, 1.0, 0)
     ]
 
 

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decoding, inference, loading  # noqa: E402
+from glassformer import decoding, inference, loading, translating  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
@@ -197,8 +197,8 @@ def test_shipped_char_lm_int8_greedy_tokens_equal_float32_but_for_near_ties():
 def test_shipped_translator_int8_translates_like_float32():
     cfg, params, tok = loading.load(SHIPPED / "en-es")
     sentences = ["Hello world.", "I like to read books.", "Where is the station?", "Thank you."]
-    want = inference.translate(inference.torch_engine(cfg, params, "float32"), tok, sentences, 4)
-    got = inference.translate(inference.torch_engine(cfg, params, "int8"), tok, sentences, 4)
+    want = translating.translate(inference.torch_engine(cfg, params, "float32"), tok, sentences, 4)
+    got = translating.translate(inference.torch_engine(cfg, params, "int8"), tok, sentences, 4)
     assert got == want
 
 

@@ -18,7 +18,7 @@ except ImportError:
     torch = None
 require(torch is not None, "recording reads the PyTorch engine: pip install torch")
 
-from glassformer import generating, inference, recording, weights  # noqa: E402
+from glassformer import generating, recording, translating, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
@@ -111,7 +111,7 @@ def test_beam_record_follows_the_chosen_hypothesis_through_reorderings(en_es):
     tok, L = m.tok, m.cfg.max_len
     rec = recording.Recorder(model, mean_of=pairs)
     with rec:
-        results = inference.beam_batch(
+        results = translating.beam_batch(
             model, srcs, tok.bos_id, tok.eos_id, 4, L - 1, L, 1.0, 0, recorder=rec
         )
     moved = 0
@@ -136,7 +136,7 @@ def test_a_recorder_reads_only_its_own_threads_forwards(en_es):
 
     model = en_es.torch("float32")
     rec = recording.Recorder(model, mean_of=[(0, 0)])
-    other = threading.Thread(target=inference.translate, args=(model, en_es.tok, ["Hi."], 1))
+    other = threading.Thread(target=translating.translate, args=(model, en_es.tok, ["Hi."], 1))
     with rec:
         other.start()
         other.join()

@@ -45,8 +45,8 @@ def test_shipped_translator_translates_as_the_reference_engine(capsys):
     reference's greedy text; the card's example ("Hello world." at the default beam 4) is the
     reference's best candidate, not a string copied from an earlier output."""
     torch = pytest.importorskip("torch")
-    from glassformer.inference import translate
     from glassformer.torch_model import from_params
+    from glassformer.translating import translate
 
     folder, sentence = MODELS / "en-es", "Hello world."
     assert main(["translate", str(folder), sentence, "--n-best", "4"]) == 0
@@ -67,8 +67,8 @@ def test_shipped_translator_translates_as_the_reference_engine(capsys):
 def test_translate_input_streams_in_input_order_with_a_progress_bar(capsys, tmp_path):
     torch = pytest.importorskip("torch")
     from glassformer.data import read_pairs
-    from glassformer.inference import translate
     from glassformer.torch_model import from_params
+    from glassformer.translating import translate
 
     sentences = [s for s, _ in read_pairs("eng-spa-valid")[::80][::-1]]  # longest first
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")

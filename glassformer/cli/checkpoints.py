@@ -323,9 +323,13 @@ def cmd_import_hf(args) -> int:
 def _write_import(args, imp, what: str) -> int:
     """Save an import (import-hf, import-nanogpt) to --out and say what it took and left out."""
     weights.save(
-        args.out, imp.cfg, imp.params, tokenizer=imp.tokenizer, dtype=args.dtype,
+        args.out,
+        imp.cfg,
+        imp.params,
+        tokenizer=imp.tokenizer,
+        dtype=args.dtype,
         overwrite=args.overwrite,
-    )  # fmt: skip
+    )
     n = weights.n_params(imp.cfg)
     print(f"imported {what}: {imp.cfg.arch}, {n:,} parameters -> {args.out}")
     for name, reason in imp.skipped.items():

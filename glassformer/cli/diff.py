@@ -1,7 +1,8 @@
 """`glassformer diff MODEL TEXT`: where engines part. One input through several engines
 (reference, torch, float32, int8, hf), every named step compared with the first engine's, in
 data-flow order, and the first step beyond a tolerance named. The work and the rendering are
-`glassformer.engine_diff`'s; here are the options and the writing.
+`glassformer.engine_diff`'s and `glassformer.explain.diff`'s; here are the options and the
+writing.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from glassformer.cli.common import (
     write_outputs,
 )
 from glassformer.errors import InputError
+from glassformer.explain.diff import to_html, to_text
 
 DEFAULT_ENGINES = "reference,torch"
 
@@ -66,10 +68,10 @@ def cmd_diff(args) -> int:
     m = load_model(args.checkpoint)
     result = engine_diff.diff(m, args.text, engines, tol=args.tol, target=args.target)
     what = f"the differences at {len(result.rows)} steps"
-    page = engine_diff.to_html(result) if args.html else None
+    page = to_html(result) if args.html else None
     write_outputs(
         args,
-        lambda: engine_diff.to_text(result),
+        lambda: to_text(result),
         data=result,
         data_what=what,
         page=page,

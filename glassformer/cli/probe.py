@@ -161,8 +161,12 @@ def cmd_attribute(args) -> int:
 
     check_report_outputs(args)
     m = load_model(args.checkpoint)
-    options = dict(method=args.method, steps=args.steps, max_new_tokens=args.max_new_tokens,
-                   baseline=args.baseline)  # fmt: skip
+    options = dict(
+        method=args.method,
+        steps=args.steps,
+        max_new_tokens=args.max_new_tokens,
+        baseline=args.baseline,
+    )
     out = m.attribute(args.text, target=args.target, **options)
 
     def page() -> str:

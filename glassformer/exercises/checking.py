@@ -212,9 +212,18 @@ def first_difference(ex: Exercise, cases: list[Case], k: int, outcomes, got: dic
         mistake, hint = diagnose(ex, cases, k, outcomes, got, part.name)
         shapes = None if index is not None else (want.shape, have.shape)
         return Difference(
-            c.title, k, part.name, part.means, c.sources[part.name], index, e, g, shapes,
-            mistake, hint,
-        )  # fmt: skip
+            c.title,
+            k,
+            part.name,
+            part.means,
+            c.sources[part.name],
+            index,
+            e,
+            g,
+            shapes,
+            mistake,
+            hint,
+        )
     return None
 
 

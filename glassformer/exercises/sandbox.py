@@ -420,8 +420,10 @@ class FromChild:
             return self._line("your code closed the check's channel to its process")
         if code < 0:
             name = _signal_name(-code)
-            return self._line(f"your code's process {SIGNALS.get(name, f'was ended by {name}')}",
-                              self._fault_line())  # fmt: skip
+            return self._line(
+                f"your code's process {SIGNALS.get(name, f'was ended by {name}')}",
+                self._fault_line(),
+            )
         return self._line(
             f"your code ended the check's process (exit status {code}) - return the answer instead"
         )

@@ -63,9 +63,15 @@ def sites(views: V.Views) -> list[dict]:
             for h in range(n_heads)
         ]
         out.append(
-            dict(name=name, group=f"{stack}.{kind}", group_title=group_title, layer=int(layer),
-                 scored=kind == "self_attn", heads=heads)
-        )  # fmt: skip
+            dict(
+                name=name,
+                group=f"{stack}.{kind}",
+                group_title=group_title,
+                layer=int(layer),
+                scored=kind == "self_attn",
+                heads=heads,
+            )
+        )
     return out
 
 

@@ -13,7 +13,8 @@ and curves through training (GET /api/views, drawn by explain/assets/timelapse.j
     runs.py        a traced forward pass of one input; interventions on it
     generation.py  greedy, sampling (the draw shown) and beam search, step by step
     fidelity.py    the engines' largest difference on this input
-    api.py         the actions: request fields checked, answers shaped as strict JSON
+    fields.py      a request's fields checked: which each action takes, their types and ranges
+    api.py         the actions: the run found or made, answers shaped as strict JSON
     app.py         the ASGI app (Starlette) and the server (uvicorn)
 
 The page is the static report's front end (`explain/assets/`: report.css and heatmap.js,

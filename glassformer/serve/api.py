@@ -1,25 +1,25 @@
-"""The explorer's actions: a request's JSON fields checked, the run found or made, the answer
-shaped as strict JSON.
+"""The explorer's actions: a request's fields read, the run found or made, the answer shaped
+as strict JSON.
 
 Every action takes a dict (the request body) and returns a dict (or, for the exports, text and
 chunks). A field that is missing, of the wrong type or out of range is a `RequestError` with the
-HTTP status and a message that names the field; an input the model cannot take (too many
-tokens, an unknown word) is the library's `GlassformerError`, a 400 as well. Numbers go out as
-JSON numbers, NaN and infinities as the strings "nan", "inf", "-inf" (as `Trace.to_dict` writes
-them), so that every answer parses with a strict JSON parser.
+HTTP status and a message that names the field (`fields.py`); an input the model cannot take
+(too many tokens, an unknown word) is the library's `GlassformerError`, a 400 as well. Numbers go
+out as JSON numbers, NaN and infinities as the strings "nan", "inf", "-inf" (as `Trace.to_dict`
+writes them), so that every answer parses with a strict JSON parser.
 
 Step cards and attention maps are the static report's own (`explain.html.step_renderer`): the
 same HTML and heatmap data, drawn in the page by the same `assets/heatmap.js`. A map of more
 than TILE_CELLS cells is sent as its size and fetched tile by tile as it scrolls (`tile`).
 
-Deliberately not here: HTTP (`app.py`), running the engines (`runs.py`, `generation.py`).
+Deliberately not here: HTTP (`app.py`), a field's type and range (`fields.py`), running the
+engines (`runs.py`, `generation.py`).
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import math
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -34,136 +34,15 @@ from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data
 from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, kv_groups
 from glassformer.explain.words import Naming, naming, title
-from glassformer.serve import fidelity, generation, neuron, runs
+from glassformer.serve import fidelity, fields, generation, neuron, runs
+from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import jsonable
 
-MAX_TEXT = 200_000  # characters of typed text (the request body is bounded before this)
 TILE_CELLS = 250_000  # a step's map of more cells is fetched tile by tile
 MAX_TILE = 200_000  # cells in one tile (a screenful is ~15,000)
-MAX_BEAM = 64  # hypotheses of a beam (each a forward pass per step)
 LAYOUTS = 32  # step lists kept (`Explorer._layout`)
-
-
-class RequestError(Exception):
-    """A request the explorer cannot answer: the HTTP status and a message for the page."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-# -- fields ---------------------------------------------------------------------------------------
-
-
-# The fields each action takes; any other is refused (a misspelt field is never ignored).
-INPUT = ("model", "text", "ids", "target")  # what picks the run
-DECODING = ("strategy", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "beam_width",
-            "length_penalty")  # fmt: skip
-FIELDS = {
-    "load": ("model",),
-    "run": INPUT, "cross": INPUT, "fidelity": INPUT, "report": INPUT, "trace": INPUT,
-    "step": (*INPUT, "name"), "attention": (*INPUT, "name"), "heads": (*INPUT, "site", "layer"),
-    "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
-    "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
-    "generate": ("model", "text", *DECODING),
-    "overview": ("model",), "views": ("model",),
-}  # fmt: skip
-HEAD_FIELDS = ("stack", "kind", "layer", "head")
-
-
-def check_fields(action: str, body: dict, fields: tuple[str, ...] | None = None) -> None:
-    """Refuse a field the action does not take (before any work)."""
-    fields = FIELDS[action] if fields is None else fields
-    for k in body:
-        if k not in fields:
-            raise RequestError(
-                400, f"{action} takes no field {shown(k)}; its fields are {', '.join(fields)}"
-            )
-
-
-def shown(v) -> str:
-    """A value of a request as a message shows it: short, and never the whole of a big one."""
-    if v is None or isinstance(v, bool):
-        return json.dumps(v)
-    if isinstance(v, list | dict):
-        return "a list" if isinstance(v, list) else "an object"
-    r = repr(v) if isinstance(v, str | float) else str(v) if len(str(v)) < 60 else "a huge integer"
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
-def _get(body: dict, name: str, default=..., nullable: bool = False):
-    if name not in body or (body[name] is None and (nullable or default is not ...)):
-        if default is ...:
-            raise RequestError(400, f"the request needs the field {name!r}")
-        return default
-    return body[name]
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def integer(body: dict, name: str, lo: int, hi: int | None = None, default=..., says="") -> int:
-    """An int in [lo, hi] (hi None: no bound; bool is not an int here). `says` words the range
-    as the command line does for the same option."""
-    v = _get(body, name, default)
-    if v is default and default is not ...:
-        return v
-    if not _is_int(v) or v < lo or (hi is not None and v > hi):
-        says = says or (f">= {lo}" if hi is None else f"an integer in [{lo}, {hi}]")
-        raise RequestError(400, f"{name!r} must be {says}, got {shown(v)}")
-    return v
-
-
-def real(body: dict, name: str, lo=None, hi=None, default=..., open_lo=False, says="") -> float:
-    """A finite number in [lo, hi] ((lo, hi] with open_lo; a None bound: none). `says` words
-    the range as the command line does for the same option."""
-    v = _get(body, name, default)
-    if v is default and default is not ...:
-        return v
-    number = isinstance(v, int | float) and not isinstance(v, bool)
-    ok = number and math.isfinite(v)
-    ok = ok and (lo is None or (lo < v if open_lo else lo <= v)) and (hi is None or v <= hi)
-    if not ok:
-        bound = f"({lo}, {hi}]" if open_lo else f"[{lo}, {hi}]"
-        says = says or f"a number in {bound}"
-        raise RequestError(400, f"{name!r} must be {says}, got {shown(float(v) if number else v)}")
-    return float(v)
-
-
-def text(body: dict, name: str, default=...) -> str:
-    v = _get(body, name, default)
-    if not isinstance(v, str):
-        raise RequestError(400, f"{name!r} must be a string, got {shown(v)}")
-    try:
-        v.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate: JSON allows it, no tokenizer reads it
-        raise RequestError(400, f"{name!r} is not valid Unicode (a lone surrogate)") from None
-    if len(v) > MAX_TEXT:
-        raise RequestError(413, f"{name!r} has {len(v):,} characters; the explorer takes at most "
-                           f"{MAX_TEXT:,} (a model's context is far shorter)")  # fmt: skip
-    return v
-
-
-def choice(body: dict, name: str, options: tuple[str, ...], default=...) -> str:
-    v = _get(body, name, default)
-    if not isinstance(v, str) or v not in options:
-        raise RequestError(400, f"{name!r} must be one of {', '.join(options)}, got {shown(v)}")
-    return v
-
-
-def id_list(body: dict, name: str, vocab: int, max_len: int) -> list[int] | None:
-    v = body.get(name)
-    if v is None:
-        return None
-    if not isinstance(v, list) or not 1 <= len(v) <= max_len:
-        raise RequestError(400, f"{name!r} must be a list of 1 to {max_len} token ids")
-    for i in v:
-        if not _is_int(i) or not 0 <= i < vocab:
-            raise RequestError(400, f"{name!r}: {shown(i)} is not a token id in [0, {vocab})")
-    return v
 
 
 # -- strict JSON ----------------------------------------------------------------------------------
@@ -193,38 +72,43 @@ class Explorer:
     def check(self, action: str, body: dict) -> None:
         """What a request may hold at all, before anything is loaded or run: the fields of its
         action, and (cheap) the types and ranges that need no model."""
-        check_fields(action, body)
+        fields.check_fields(action, body)
         if "text" in body and body["text"] is not None:
-            text(body, "text")
+            fields.text(body, "text")
         if action == "generate":
-            _decoding(body, vocab=None)
+            fields.decoding(body, vocab=None)
         elif action == "intervene":
-            _heads(body)
+            fields.heads(body)
 
     # A run: found by (model, text, ids, target), made on a miss.
     def run(self, body: dict):
-        model_id = _get(body, "model")
+        model_id = fields.get(body, "model")
         m = self.registry.load(model_id)
         if isinstance(m, Fixed):
             for name in ("ids", "target"):
                 if body.get(name) is not None:
                     raise RequestError(400, f"a walkthrough has fixed inputs: drop {name!r}")
             if body.get("text") is not None:
-                text(body, "text")  # typed or not, a walkthrough runs its own text
+                fields.text(body, "text")  # typed or not, a walkthrough runs its own text
             key = (model_id,)
             return m, self.cache.get(key, lambda: runs.make_run(model_id, m, m.text))
-        typed = text(body, "text")
+        typed = fields.text(body, "text")
         cfg = m.cfg
         for name, arch in (("ids", "decoder"), ("target", "encoder-decoder")):
             if body.get(name) is not None and cfg.arch != arch:
                 raise RequestError(
-                    400, f"{name!r} is the input of a{'n' * (arch[0] == 'e')} {arch}; this model "
+                    400,
+                    f"{name!r} is the input of a{'n' * (arch[0] == 'e')} {arch}; this model "
                     f"is a{'n' * (cfg.arch[0] == 'e')} {cfg.arch}: drop it",
-                )  # fmt: skip
-        ids = id_list(body, "ids", cfg.vocab_size, cfg.max_len) if cfg.arch == "decoder" else None
+                )
+        ids = (
+            fields.id_list(body, "ids", cfg.vocab_size, cfg.max_len)
+            if cfg.arch == "decoder"
+            else None
+        )
         target = None
         if cfg.arch == "encoder-decoder":
-            target = id_list(body, "target", cfg.vocab_size, cfg.max_len)
+            target = fields.id_list(body, "target", cfg.vocab_size, cfg.max_len)
         key = (model_id, typed if ids is None else None, _tuple(ids), _tuple(target))
         view = runs.view_of(m, self.view)
         return m, self.cache.get(key, lambda: runs.make_run(model_id, m, typed, ids, target, view))
@@ -234,7 +118,7 @@ class Explorer:
 
     def load(self, body: dict) -> dict:
         """Load a model now (if not yet): its line of the list, with its sizes, or why not."""
-        model_id = _get(body, "model")
+        model_id = fields.get(body, "model")
         self.registry.load(model_id)
         return self.registry.entry(model_id).listing()
 
@@ -242,7 +126,7 @@ class Explorer:
         """The whole model drawn from its Config (`explain.overview`): "svg", and "svg_all" with
         every block in full when a stack is deep enough to be drawn with a band; a walkthrough
         has no Config to draw ("svg" empty, "note" says why)."""
-        m = self.registry.load(_get(body, "model"))
+        m = self.registry.load(fields.get(body, "model"))
         if isinstance(m, Fixed):
             return {"svg": "", "svg_all": "", "note": "a walkthrough follows an article's steps"}
         names = m.class_names if m.cfg.n_classes else None
@@ -253,7 +137,7 @@ class Explorer:
         """The training time-lapse recorded in a model's folder (`train --snapshot-views`), as
         `explain.timelapse.page_data` gives it to a page (the maps exactly as recorded); read
         from the file at each request, so that a run still training shows its newest frames."""
-        e = self.registry.entry(_get(body, "model"))
+        e = self.registry.entry(fields.get(body, "model"))
         recorded = views.load(e.folder) if e.folder is not None else None
         if recorded is None or not recorded.frames:
             raise NotFound(
@@ -322,9 +206,12 @@ class Explorer:
         if isinstance(m, Fixed):
             return step_renderer(run.trace, tile_cells=TILE_CELLS)
         return step_renderer(
-            run.trace, params=m.params, token_kind=m.token_kind, tile_cells=TILE_CELLS,
+            run.trace,
+            params=m.params,
+            token_kind=m.token_kind,
+            tile_cells=TILE_CELLS,
             readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
-        )  # fmt: skip
+        )
 
     def _step(self, run, name: str):
         if name not in run.trace:
@@ -333,7 +220,7 @@ class Explorer:
 
     def step(self, body: dict) -> dict:
         """One step's card, as in the report: name, equation, shape, values (table or map)."""
-        name = text(body, "name")
+        name = fields.text(body, "name")
         m, run = self.run(body)
         s = self._step(run, name)
         page = self._renderer(m, run)
@@ -342,7 +229,7 @@ class Explorer:
 
     def attention(self, body: dict) -> dict:
         """One attention map as a figure (tokens on both axes), with what clicking a cell needs."""
-        name = text(body, "name")
+        name = fields.text(body, "name")
         m, run = self.run(body)
         s = self._step(run, name)
         if len(s.shape) != 2:
@@ -367,8 +254,8 @@ class Explorer:
 
     def heads(self, body: dict) -> dict:
         """Every head's map of one site and layer: the all-heads grid (thumbnails)."""
-        site = text(body, "site")
-        layer = integer(body, "layer", 0, None, None, says="a block number >= 0 (or null)")
+        site = fields.text(body, "site")
+        layer = fields.integer(body, "layer", 0, None, None, says="a block number >= 0 (or null)")
         _, run = self.run(body)
         maps = [a for a in attention_maps(run.trace.steps) if a.site == site and a.layer == layer]
         if not maps:
@@ -387,16 +274,16 @@ class Explorer:
     def neuron(self, body: dict) -> dict:
         """One attention score taken apart: q_i and k_j per dimension, their product, the sum,
         the scaling and the softmax weight (bertviz's neuron view; `neuron.take_apart`)."""
-        name = text(body, "name")
+        name = fields.text(body, "name")
         for k in ("i", "j"):  # a number before the run; its range (the run's tokens) after
-            integer(body, k, 0, None, says="a token position >= 0")
+            fields.integer(body, k, 0, None, says="a token position >= 0")
         m, run = self.run(body)
         s = self._step(run, name)
         prefix = s.name.rpartition(".")[0]
         if neuron.sources(run.trace, prefix) is None:
             raise NotFound(f"{prefix} has no Q and K matrices recorded to take apart")
         n_q, n_k = neuron.extent(run.trace, prefix)
-        i, j = integer(body, "i", 0, n_q - 1), integer(body, "j", 0, n_k - 1)
+        i, j = fields.integer(body, "i", 0, n_q - 1), fields.integer(body, "j", 0, n_k - 1)
         rows, cols = self._renderer(m, run).labels(s) if len(s.shape) == 2 else (None, None)
         return neuron.take_apart(run.trace, s, i, j, rows, cols)
 
@@ -417,16 +304,16 @@ class Explorer:
 
     def tile(self, body: dict) -> dict:
         """A window [r0, r1) x [c0, c1) of a large step's values (float32, row-major)."""
-        name = text(body, "name")
+        name = fields.text(body, "name")
         for k in ("r0", "r1", "c0", "c1"):  # a number before the run; its range after
-            integer(body, k, 0, None, says="a row or column >= 0")
+            fields.integer(body, k, 0, None, says="a row or column >= 0")
         _, run = self.run(body)
         s = self._step(run, name)
         page = step_renderer(run.trace)
         v, hidden = as_matrix(s.values, page.masked(s))
         R, C = v.shape
-        r0, c0 = integer(body, "r0", 0, R - 1), integer(body, "c0", 0, C - 1)
-        r1, c1 = integer(body, "r1", r0 + 1, R), integer(body, "c1", c0 + 1, C)
+        r0, c0 = fields.integer(body, "r0", 0, R - 1), fields.integer(body, "c0", 0, C - 1)
+        r1, c1 = fields.integer(body, "r1", r0 + 1, R), fields.integer(body, "c1", c0 + 1, C)
         if (r1 - r0) * (c1 - c0) > MAX_TILE:
             raise RequestError(400, f"a tile has at most {MAX_TILE:,} cells; ask for a smaller one")
         w = v[r0:r1, c0:c1]
@@ -436,33 +323,33 @@ class Explorer:
         return {"shape": [r1 - r0, c1 - c0], "f32": data}
 
     def generate(self, body: dict) -> dict:
-        model_id = _get(body, "model")
+        model_id = fields.get(body, "model")
         m = self.registry.load(model_id)
         if isinstance(m, Fixed):
             raise RequestError(400, "a walkthrough has fixed steps; choose a model to generate")
         cfg = m.cfg
-        options = _decoding(body, cfg.vocab_size)
+        options = fields.decoding(body, cfg.vocab_size)
         default_new = cfg.max_len if cfg.arch == "encoder-decoder" else 20
         new = options.pop("max_new_tokens") or default_new
         # max_len bounds a generation anyway: a larger count means the same (and stays small)
         how = Decoding(max_new_tokens=min(new, cfg.max_len), **options)
-        return generation.generate(m, text(body, "text"), how)
+        return generation.generate(m, fields.text(body, "text"), how)
 
     def intervene(self, body: dict) -> dict:
-        _heads(body)  # before the run
+        fields.heads(body)  # before the run
         m, run = self.run(body)
         if isinstance(m, Fixed):
             raise RequestError(400, "a walkthrough has fixed steps; choose a model to intervene on")
-        how, checked = _heads(body)
+        how, checked = fields.heads(body)
         source = None
         if how == "patch":
-            second = dict(body, text=text(body, "patch_text"), ids=None)
+            second = dict(body, text=fields.text(body, "patch_text"), ids=None)
             if run.arch == "encoder-decoder":
                 second["target"] = run.ids  # the same decoder input: positions line up
             elif run.arch == "decoder":
                 second.pop("ids")
             _, source = self.run(second)
-        position = integer(body, "position", 0, None, None)
+        position = fields.integer(body, "position", 0, None, None)
         return runs.intervene(m, run, checked, how, source, position)
 
     def fidelity(self, body: dict) -> dict:
@@ -505,61 +392,6 @@ class Explorer:
         yield "]}\n"
 
 
-def _decoding(body: dict, vocab: int | None) -> dict:
-    """generate's options, refused as the command line refuses the same values (its messages,
-    with the field's name); vocab None: the checks that need no model. Every strategy's options
-    may come in every request (the page sends them all); each strategy reads its own."""
-    out = {
-        "strategy": choice(body, "strategy", ("greedy", "sample", "beam"), "greedy"),
-        "max_new_tokens": integer(body, "max_new_tokens", 1, None, None, says="at least 1"),
-        "temperature": real(body, "temperature", 0.0, None, 1.0, open_lo=True,
-                            says="a finite number > 0"),
-        "top_k": integer(body, "top_k", 1, None, None),
-        "top_p": real(body, "top_p", 0.0, 1.0, None, open_lo=True, says="in (0, 1]"),
-        "seed": integer(body, "seed", 0, 2**32 - 1, None, says="an integer in [0, 2**32)"),
-        "beam_width": integer(body, "beam_width", 1, None, 4),
-        "length_penalty": real(body, "length_penalty", None, None, 1.0, says="a finite number"),
-    }  # fmt: skip
-    if out["beam_width"] > MAX_BEAM:
-        raise RequestError(400, f"'beam_width' {out['beam_width']} is more than the explorer's "
-                           f"{MAX_BEAM} (the command line takes wider beams)")  # fmt: skip
-    if vocab is not None:
-        if out["strategy"] == "beam" and out["beam_width"] > vocab:
-            raise RequestError(
-                400, f"'beam_width' {out['beam_width']} is more than the vocabulary ({vocab} "
-                "tokens); use at most the vocabulary size",
-            )  # fmt: skip
-        if out["top_k"] is not None:
-            out["top_k"] = min(out["top_k"], vocab)  # all of them: the same distribution
-    return out
-
-
-def _heads(body: dict) -> tuple[str, list[dict]]:
-    """intervene's how and heads, checked (their ranges in the model: `runs.intervene`)."""
-    how = choice(body, "how", ("zero", "mean", "patch"), "zero")
-    heads = _get(body, "heads")
-    if not isinstance(heads, list) or not 1 <= len(heads) <= 4096:
-        raise RequestError(400, "'heads' must be a list of heads ({stack, kind, layer, head})")
-    checked = []
-    for h in heads:
-        if not isinstance(h, dict):
-            raise RequestError(400, "each of 'heads' must be {stack, kind, layer, head}")
-        check_fields("each of 'heads'", h, HEAD_FIELDS)
-        checked.append(
-            {
-                "stack": choice(h, "stack", ("encoder", "decoder")),
-                "kind": choice(h, "kind", ("self_attn", "cross_attn")),
-                "layer": integer(h, "layer", 0, 10_000),
-                "head": integer(h, "head", 0, 10_000),
-            }
-        )
-    if how == "patch":
-        text(body, "patch_text")
-    elif body.get("patch_text") is not None:
-        raise RequestError(400, f"'patch_text' is for how 'patch' (how is {how!r}): drop it")
-    return how, checked
-
-
 def _small_values(page, s) -> dict:
     """The values and labels of a step the report shows as a table (for PNG / SVG export; a
     heatmap's values are in its map data)."""
@@ -570,8 +402,11 @@ def _small_values(page, s) -> dict:
     if v.ndim <= 1:
         rows, cols = None, cols or rows  # a vector is one row
     m = as_matrix(v)[0]
-    return {"values": m, "rows": rows if rows and len(rows) == m.shape[0] else None,
-            "cols": cols if cols and len(cols) == m.shape[1] else None}  # fmt: skip
+    return {
+        "values": m,
+        "rows": rows if rows and len(rows) == m.shape[0] else None,
+        "cols": cols if cols and len(cols) == m.shape[1] else None,
+    }
 
 
 def _tuple(x):
@@ -585,12 +420,21 @@ def _tree(items, heads: HeadNumbers, named: Naming) -> list[dict]:
         if isinstance(x, Group):
             label = heads.label(x.key + ".")
             out.append(
-                {"group": x.key, "count": x.count(), "label": label,
-                 "items": _tree(x.items, heads, named), "title": title(x.key, named)}
-            )  # fmt: skip
+                {
+                    "group": x.key,
+                    "count": x.count(),
+                    "label": label,
+                    "items": _tree(x.items, heads, named),
+                    "title": title(x.key, named),
+                }
+            )
         else:
             out.append(
-                {"step": x.name, "equation": x.equation, "shape": list(x.shape),
-                 "title": title(x.name, named)}
-            )  # fmt: skip
+                {
+                    "step": x.name,
+                    "equation": x.equation,
+                    "shape": list(x.shape),
+                    "title": title(x.name, named),
+                }
+            )
     return out

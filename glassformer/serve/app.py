@@ -44,13 +44,14 @@ from starlette.routing import Route
 
 from glassformer.errors import GlassformerError
 from glassformer.explain.html_pieces import asset
-from glassformer.serve.api import Explorer, RequestError, dumps
+from glassformer.serve.api import Explorer, dumps
 from glassformer.serve.deadlines import (
     BODY_TIMEOUT,
     HEADER_TIMEOUT,
     BodyDeadline,
     header_deadline,
 )
+from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import NotFound, Unavailable
 
 log = logging.getLogger("uvicorn.error")
@@ -347,16 +348,19 @@ async def _on_http(request: Request, e: HTTPException) -> Response:
 
 async def _on_disconnect(request: Request, e: ClientDisconnect) -> Response:
     """The client went away before its body arrived: nobody reads an answer, nothing failed."""
-    log.info("glassformer explorer: %s %s: the client went away", request.method,
-             request.url.path)  # fmt: skip
+    log.info("glassformer explorer: %s %s: the client went away", request.method, request.url.path)
     return Response(status_code=400)
 
 
 async def _on_anything(request: Request, e: Exception) -> Response:
     """An unexpected error: a 500 with one line (the traceback goes to the log, once)."""
     # One line here; the traceback follows once, from uvicorn (Starlette re-raises it).
-    log.error("glassformer explorer: %s %s failed (%s)", request.method, request.url.path,
-              type(e).__name__)  # fmt: skip
+    log.error(
+        "glassformer explorer: %s %s failed (%s)",
+        request.method,
+        request.url.path,
+        type(e).__name__,
+    )
     return error(500, f"internal error ({type(e).__name__}); the server log has the details")
 
 

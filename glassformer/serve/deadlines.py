@@ -91,8 +91,10 @@ class HeaderDeadline(H11Protocol):
             client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
             log.warning(
                 "glassformer explorer: a request from %s: its headers did not arrive within %g s; "
-                "closed with 408 Request Timeout", client, self.seconds,
-            )  # fmt: skip
+                "closed with 408 Request Timeout",
+                client,
+                self.seconds,
+            )
             message = f"the request's headers did not arrive within {self.seconds:g} s"
             response = timeout_response(message)
             head = [b"HTTP/1.1 408 Request Timeout"] + [
@@ -151,9 +153,12 @@ class BodyDeadline:
             client = scope.get("client")
             log.warning(
                 "glassformer explorer: %s %s from %s: the body did not arrive within %g s; "
-                "closed with 408 Request Timeout", scope["method"], scope["path"][:80],
-                f"{client[0]}:{client[1]}" if client else "a client", self.seconds,
-            )  # fmt: skip
+                "closed with 408 Request Timeout",
+                scope["method"],
+                scope["path"][:80],
+                f"{client[0]}:{client[1]}" if client else "a client",
+                self.seconds,
+            )
             if answered:  # an answer under way cannot change: uvicorn closes the connection
                 return
             response = timeout_response(

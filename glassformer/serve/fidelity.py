@@ -78,11 +78,15 @@ def view_vs_reference(m: Model, run: Run) -> dict:
     by_abs = max(cells, key=lambda c: c[1].max_abs, default=(None, None))
     by_rel = max(cells, key=lambda c: c[1].max_rel, default=(None, None))
     return {
-        "available": True, "engine": "PyTorch float32 (shown) vs NumPy float64",
-        "max_abs_diff": by_abs[1].max_abs if cells else 0.0, "where": by_abs[0],
-        "max_rel_diff": by_rel[1].max_rel if cells else 0.0, "where_rel": by_rel[0],
-        "compared": len(cells), "tolerance": FLOAT32_REL,
-    }  # fmt: skip
+        "available": True,
+        "engine": "PyTorch float32 (shown) vs NumPy float64",
+        "max_abs_diff": by_abs[1].max_abs if cells else 0.0,
+        "where": by_abs[0],
+        "max_rel_diff": by_rel[1].max_rel if cells else 0.0,
+        "where_rel": by_rel[0],
+        "compared": len(cells),
+        "tolerance": FLOAT32_REL,
+    }
 
 
 def torch_vs_reference(m: Model, run: Run) -> dict:

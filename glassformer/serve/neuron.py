@@ -6,7 +6,7 @@ grouped-query attention the keys are those of the K/V head the head shares (`kv_
 `sources` finds the two steps, `take_apart` the numbers, and `about` the words the page shows
 beside a head's map (what it shares, whether its scores are of rotated Q and K).
 
-Deliberately not here: the request's fields (`api.py`), drawing (`assets/explorer.js`).
+Deliberately not here: the request's fields (`fields.py`), drawing (`assets/explorer.js`).
 """
 
 from __future__ import annotations
@@ -56,14 +56,22 @@ def take_apart(trace: Trace, step, i: int, j: int, rows, cols) -> dict:
     q, k = trace[q_name][i], trace[k_name][j]
     prod = q * k
     out = {
-        "name": prefix, "i": i, "j": j, "q": q, "k": k, "product": prod,
-        "sum": float(prod.sum()), "D": int(q.size), "q_step": q_name, "k_step": k_name,
+        "name": prefix,
+        "i": i,
+        "j": j,
+        "q": q,
+        "k": k,
+        "product": prod,
+        "sum": float(prod.sum()),
+        "D": int(q.size),
+        "q_step": q_name,
+        "k_step": k_name,
         "query": rows[i] if rows and i < len(rows) else str(i),
         "key": cols[j] if cols and j < len(cols) else str(j),
         "html": table(np.stack([q, k, prod]), ["q", "k", "q×k"], list(map(str, range(q.size)))),
         "says": f"q is {_rows_of(q_name, i)}, k is {_rows_of(k_name, j)}",
         "about": about(trace, prefix),
-    }  # fmt: skip
+    }
     for what in ("scores", "scaled", "A"):
         if f"{prefix}.{what}" in trace and trace[f"{prefix}.{what}"].ndim == 2:
             out[what] = float(trace[f"{prefix}.{what}"][i, j])

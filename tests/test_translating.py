@@ -1,6 +1,7 @@
-"""Batched translation (oracles: one-sentence `decoding.beam_search` over the same engine and over
-the reference engine, batched greedy for width 1, and the shipped translator decoded both ways);
-the invariants: the order and the batching of the input change nothing per sentence."""
+"""Batched translation, `glassformer.translating` (oracles: one-sentence `decoding.beam_search`
+over the same engine and over the reference engine, batched greedy for width 1, and the shipped
+translator decoded both ways); the invariants: the order and the batching of the input change
+nothing per sentence."""
 
 from pathlib import Path
 
@@ -13,7 +14,10 @@ from glassformer import decoding, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
-from glassformer.inference import (  # noqa: E402
+from glassformer.tokenizer import WordTokenizer  # noqa: E402
+from glassformer.torch_model import from_params  # noqa: E402
+from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
+from glassformer.translating import (  # noqa: E402
     _top,
     _topk_blocks,
     beam_batch,
@@ -22,9 +26,6 @@ from glassformer.inference import (  # noqa: E402
     translate_iter,
     translate_nbest_iter,
 )
-from glassformer.tokenizer import WordTokenizer  # noqa: E402
-from glassformer.torch_model import from_params  # noqa: E402
-from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 
 PAD, BOS, EOS = 0, 1, 14
 LIMITS = [(12, 16), (20, 9)]  # (max_new_tokens, max_len): the first binds, or the second
