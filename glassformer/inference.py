@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer import decoding, numerics
+from glassformer import numerics
 from glassformer import reference as R
 from glassformer.devices import check_device
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError

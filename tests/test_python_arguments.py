@@ -123,8 +123,8 @@ def good_values(kind: str, m: Model, tmp: Path) -> dict:
     stack = {"dec": "decoder", "s2s": "decoder", "clf": "encoder"}[kind]
     text = "Hello World" if kind == "s2s" else "to be"
     return {
-        "text": text, "texts": [text], "sentences": [text], "clean": text, "ids": [1, 2], "prompt": [1],
-        "src": [1, 2], "names": [f"{stack}.0.self_attn.head0"], "decoding": Decoding(
+        "text": text, "texts": [text], "sentences": [text], "clean": text, "ids": [1, 2],
+        "prompt": [1], "src": [1, 2], "names": [f"{stack}.0.self_attn.head0"], "decoding": Decoding(
             max_new_tokens=2), "max_new_tokens": 2, "strategy": "greedy", "batch_size": 2,
         "places": None, "steps": ["logits"], "top_tokens": 2, "beam": 2, "n_best": 1,
         "dtype": "float32", "layers": [0], "heads": [0], "engine": "reference",
