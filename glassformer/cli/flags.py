@@ -1,0 +1,95 @@
+"""The one place where the library's parameter names become the command line's flags.
+
+The library writes its messages in Python's words: every parameter it refers to is a reference
+(`glassformer.errors.param`: `position=99` in Python), and every method one too (`Model.record`).
+What the command line prints (an error, a note, a result's note) passes through `said`, which
+writes each reference as this table says (`--position 99`, `--record`), so that the messages of
+the command line stay in its own words while the library's name its parameters. A name is the
+parameter's, or "method.parameter" where one name is two flags (`steps`: `record`'s are
+--record-steps, `attribute`'s --steps); "Model.NAME" is a method.
+
+Deliberately not here: the options themselves (each command family's `add_parsers`), the
+library's checks (`glassformer.arguments`).
+"""
+
+from __future__ import annotations
+
+from glassformer.errors import param, python, rendered
+
+# {parameter (or "method.parameter", or "Model.method"): how the command line spells it}
+FLAGS = {
+    # decoding (cli/decoding.py)
+    "max_new_tokens": "--max-new-tokens",
+    "temperature": "--temperature",
+    "top_k": "--top-k",
+    "top_p": "--top-p",
+    "seed": "--seed",
+    "beam_width": "--beam-width",
+    "length_penalty": "--length-penalty",
+    "strategy": "--strategy",
+    # generate, translate (cli/generate.py)
+    "batch_size": "--batch-size",
+    "top_tokens": "--record-top-k",
+    "record.steps": "--record-steps",
+    "alignments.layers": "--align-layers",
+    "alignments.heads": "--align-heads",
+    "beam": "--beam",
+    "n_best": "--n-best",
+    "sentences": "--input",
+    "Model.record": "--record",
+    # eval (cli/training.py)
+    "limit": "--limit",
+    "data": "--data",
+    # lens, attribute (cli/probe.py)
+    "k": "--k",
+    "sublayers": "--sublayers",
+    "dla": "--dla",
+    "versus": "--versus",
+    "position": "--position",
+    "method": "--method",
+    "attribute.steps": "--steps",
+    "baseline": "--baseline",
+    "target": "--target",
+    # explain (cli/reports.py, cli/touch.py)
+    "names": "--ablate",
+    "clean": "--patch-from",
+    "only": "--only",
+    "report.layers": "--layers",
+    "report.heads": "--heads",
+    "Model.ablate": "--ablate",
+    "Model.patch": "--patch-from",
+    "Model.trace": "glassformer explain --json",
+    # diff (cli/diff.py)
+    "tol": "--tol",
+    "engines": "--engines",
+    # every command that loads a model
+    "engine": "--engine",
+    "dtype": "--dtype",
+    "overwrite": "--overwrite",
+}
+
+# How an argparse type names its option in a refusal, where not by its flag (`option_type`).
+ARGPARSE_NAMES = {
+    "temperature": "temperature",
+    "top_k": "top-k",
+    "top_p": "top-p",
+    "seed": "seed",
+    "beam_width": "beam width",
+    "length_penalty": "length-penalty",
+}
+
+
+def flag(name: str) -> str:
+    """The command line's spelling of the parameter (or method) `name` (tests/test_python_names.py
+    finds every name the library refers to in the table; one missing reads as Python's)."""
+    return FLAGS.get(name) or python(param(name))
+
+
+def _cli(name: str, py: str | None, cli: str | None) -> str:
+    return flag(name) if cli is None else f"{flag(name)} {cli}"
+
+
+def said(message) -> str:
+    """A library message (an error, a note: anything with a `template`, or a str) in the command
+    line's words: each parameter it refers to as its flag, with the value as typed."""
+    return rendered(getattr(message, "template", None) or str(message), _cli)
