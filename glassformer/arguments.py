@@ -1,10 +1,11 @@
 """The arguments of the Python API, checked where they enter: `ARGS`, one table of every parameter
 that a public `Model` method, `glassformer.load` or `with_params` takes (its kind and its range),
-and `checked` / `entry`, which check a call against it before any work. A bad argument is one `InputError` line naming the parameter as Python spells it
-(`beam=0: must be at least 1`), so that only a `GlassformerError` leaves for bad input, and what
-the command line refuses the library refuses too: the command line's argparse types are made
-from the same rows (`cli/common.option_type`, named by its flags in `cli/flags.py`), with the
-wording its messages always had.
+and `checked` / `entry`, which check a call against it before any work. A bad argument is one
+`InputError` line naming the parameter as Python spells it (`beam=0: must be at least 1`), so
+that only a `GlassformerError` leaves for bad input, and what the command line refuses the
+library refuses too: the command line's argparse types are made from the same rows
+(`cli/common.option_type`, named by its flags in `cli/flags.py`), with the wording its messages
+always had.
 
 A row is found as "method.parameter" first, then "parameter"; a method's **keyword arguments are
 those of the function it hands them to (`KEYWORDS`), None allowed where that default is None.

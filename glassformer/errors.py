@@ -34,17 +34,19 @@ _NO_VALUE = object()
 def param(name: str, value=_NO_VALUE, *, text: str | None = None) -> str:
     """A reference to the parameter `name` in a message: `name=value` in Python, the command
     line's flag and value there (`--position 99`). `value` is shown as Python writes it (a str
-    quoted) and as the command line reads it (unquoted); `text`: one wording for both instead (a
-    placeholder, TOKEN; a value already quoted). `name` may be qualified by its method
-    ("attribute.steps": `steps` in Python) where one name is two flags."""
+    quoted) and as the command line reads it (unquoted; a tuple comma-separated); `text`: one
+    wording for both instead (a placeholder, TOKEN; a value already quoted). `name` may be
+    qualified by its method ("attribute.steps": `steps` in Python) where one name is two flags."""
     if text is None and value is _NO_VALUE:
         return f"{_OPEN}{name}{_CLOSE}"
-    py = text if text is not None else repr(value) if isinstance(value, str) else str(value)
+    py = text if text is not None else repr(value) if isinstance(value, str | tuple) else str(value)
     cli = text if text is not None else str(value)
+    if text is None and isinstance(value, tuple):  # the command line's lists: comma-separated
+        cli = ",".join(map(str, value))
     return f"{_OPEN}{name}{_SEP}{py}{_SEP}{cli}{_CLOSE}"
 
 
-def method(name: str) -> str:
+def verb(name: str) -> str:
     """A reference to the Model's method `name` in a message: `Model.record` in Python, what the
     command line does for it there (`--record`)."""
     return param(f"Model.{name}")

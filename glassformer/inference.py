@@ -27,7 +27,7 @@ import numpy as np
 
 from glassformer import decoding, numerics
 from glassformer import reference as R
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param, template
 from glassformer.recording import NOT_RECORDING
 
 DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
@@ -39,13 +39,14 @@ def check_dtype(dtype: str, engine: str = "auto") -> None:
         raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     if engine == "reference":
         raise InputError(
-            f"--dtype {dtype} sets the PyTorch engine's precision, and --engine reference "
-            "is NumPy float64: drop --dtype, or use --engine torch"
+            f"{param('dtype', dtype)} sets the PyTorch engine's precision, and "
+            f"{param('engine', 'reference')} is NumPy float64: drop {param('dtype')}, or use "
+            f"{param('engine', 'torch')}"
         )
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise GlassformerError(f"--dtype {dtype} needs PyTorch: {INSTALL_TORCH}") from None
+        raise GlassformerError(f"{param('dtype', dtype)} needs PyTorch: {INSTALL_TORCH}") from None
     if dtype == "int8":
         from glassformer.quantize import check_int8
 
@@ -251,7 +252,7 @@ def _decoded(
                     )
                     ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
             except numerics.NonFiniteError as e:  # its row: the batch's; the sentence's here
-                raise numerics.NonFiniteError(str(e), chunk[e.row]) from None
+                raise numerics.NonFiniteError(template(e), chunk[e.row]) from None
             recorder.finish(chunk, batch, results if beam > 1 or keep_beams else outs)
             done.update(zip(chunk, outs, strict=True))
             if cut is not None:
@@ -542,7 +543,8 @@ def _torch_or_reference():
         import torch
     except ImportError:
         raise GlassformerError(
-            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
+            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}, or use "
+            f"{param('engine', 'reference')}"
         ) from None
     return torch
 

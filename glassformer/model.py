@@ -32,14 +32,14 @@ from glassformer.arguments import checked
 from glassformer.config import Config
 from glassformer.decoding import Decoding, stop_reason
 from glassformer.decoding import context_slid as _context_slid
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, Said, param
 from glassformer.inputs import utf8
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
-FIX = "try --dtype float64 or --engine reference"
+FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
 DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
@@ -121,6 +121,7 @@ class Model:
             )
 
     def note(self, message: str) -> None:
+        message = Said(message)  # Python's words; the CLI's `on_note` writes its flags
         if self._on_note is not None:
             self._on_note(message)
         elif message not in self.notes:
@@ -218,7 +219,7 @@ class Model:
                 except ImportError:
                     if self.engine == "torch":
                         raise GlassformerError(
-                            f"--engine torch needs PyTorch: {INSTALL_TORCH}"
+                            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}"
                         ) from None
                     self._engines[dtype] = None
                 else:
@@ -445,7 +446,7 @@ class Model:
         ids = [self.encode(t) for t in texts]
         engine = engine or ("reference" if self.engine == "reference" else "torch")
         try:
-            E = inference.embed(self.cfg, self.params, ids, engine, fix="try --engine reference")
+            E = inference.embed(self.cfg, self.params, ids, engine, fix=numerics.REFERENCE)
         except numerics.NonFiniteError as e:
             raise e.at(f"text {e.row + 1}") from None
         return E[0] if isinstance(text, str) else E
@@ -454,7 +455,7 @@ class Model:
         """(N, n_classes) class probabilities of encoded texts (`classify`'s numbers)."""
         self.need_classifier()
         engine = engine or self.engine
-        fix = "try --engine reference"
+        fix = numerics.REFERENCE
         return inference.class_probabilities(self.cfg, self.params, ids, engine, fix=fix)
 
     def classify(self, text: str | list[str], *, engine: str | None = None, places=None):

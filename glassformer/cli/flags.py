@@ -35,9 +35,13 @@ FLAGS = {
     "alignments.heads": "--align-heads",
     "beam": "--beam",
     "n_best": "--n-best",
-    "sentences": "--input",
+    "sentences": "sentences or --input FILE",  # translate's TEXT arguments, or the file's lines
     "Model.record": "--record",
     # eval (cli/training.py)
+    "Model.evaluate": "eval",
+    "Model.generate": "generate",
+    "Model.translate": "translate",
+    "Model.classify": "classify",
     "limit": "--limit",
     "data": "--data",
     # lens, attribute (cli/probe.py)
@@ -50,6 +54,7 @@ FLAGS = {
     "attribute.steps": "--steps",
     "baseline": "--baseline",
     "target": "--target",
+    "text": "TEXT",
     # explain (cli/reports.py, cli/touch.py)
     "names": "--ablate",
     "clean": "--patch-from",

@@ -16,6 +16,7 @@ from glassformer.cli.common import (
     overwrite_arg,
     write_outputs,
 )
+from glassformer.cli.flags import said
 
 
 def add_parsers(sub) -> None:
@@ -162,6 +163,8 @@ def cmd_attribute(args) -> int:
     options = dict(method=args.method, steps=args.steps, max_new_tokens=args.max_new_tokens,
                    baseline=args.baseline)  # fmt: skip
     out = m.attribute(args.text, target=args.target, **options)
+    if out.get("note"):  # in the command line's words, printed or written
+        out["note"] = said(out["note"])
 
     def page() -> str:
         from glassformer.explain import html_touch as H
