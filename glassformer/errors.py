@@ -34,22 +34,27 @@ _NO_VALUE = object()
 def param(name: str, value=_NO_VALUE, *, text: str | None = None) -> str:
     """A reference to the parameter `name` in a message: `name=value` in Python, the command
     line's flag and value there (`--position 99`). `value` is shown as Python writes it (a str
-    quoted) and as the command line reads it (unquoted; a tuple comma-separated); `text`: one
+    quoted) and as the command line reads it (unquoted; a tuple comma-separated; True: the flag
+    alone); `text`: one
     wording for both instead (a placeholder, TOKEN; a value already quoted). `name` may be
-    qualified by its method ("attribute.steps": `steps` in Python) where one name is two flags."""
+    qualified by its method ("attribute.steps": `steps` in Python) where one name is two flags;
+    a class's method ("Config.override") is written as a call (`Config.override('x')`)."""
     if text is None and value is _NO_VALUE:
         return f"{_OPEN}{name}{_CLOSE}"
     py = text if text is not None else repr(value) if isinstance(value, str | tuple) else str(value)
     cli = text if text is not None else str(value)
     if text is None and isinstance(value, tuple):  # the command line's lists: comma-separated
         cli = ",".join(map(str, value))
+    if value is True:  # a switch: the flag alone
+        cli = ""
     return f"{_OPEN}{name}{_SEP}{py}{_SEP}{cli}{_CLOSE}"
 
 
-def verb(name: str) -> str:
+def verb(name: str, given: str | None = None) -> str:
     """A reference to the Model's method `name` in a message: `Model.record` in Python, what the
-    command line does for it there (`--record`)."""
-    return param(f"Model.{name}")
+    command line does for it there (`--record`); `given`: a reference to what it is called with
+    (`Model.generate(engine='reference')`, `generate --engine reference`)."""
+    return param(f"Model.{name}") if given is None else param(f"Model.{name}", text=given)
 
 
 def references(message: str) -> list[tuple[str, str | None, str | None]]:
@@ -58,13 +63,17 @@ def references(message: str) -> list[tuple[str, str | None, str | None]]:
 
 
 def rendered(message: str, flag) -> str:
-    """`message` with each reference written by `flag(name, python_value, cli_value)`."""
-    return _REF.sub(lambda m: flag(m[1], m[2], m[3]), message)
+    """`message` with each reference written by `flag(name, python_value, cli_value)`, the
+    innermost first (a reference in a method's `given`)."""
+    while (done := _REF.sub(lambda m: flag(m[1], m[2], m[3]), message)) != message:
+        message = done
+    return message
 
 
 def _python(name: str, py: str | None, cli: str | None) -> str:
-    if not name.startswith("Model."):  # "attribute.steps": the parameter `steps`
-        name = name.rsplit(".", 1)[-1]
+    if name[:1].isupper():  # a method, "Model.record": `Model.record`, `Config.override('x')`
+        return name if py is None else f"{name}({py})"
+    name = name.rsplit(".", 1)[-1]  # "attribute.steps": the parameter `steps`
     return name if py is None else f"{name}={py}"
 
 

@@ -27,11 +27,10 @@ def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) ->
         )
     model = from_params(cfg, m.params, dtype=torch.float32).eval()
     exact = {"decoder": "generate", "encoder": "classify"}.get(cfg.arch)
-    exact = (
-        f"{verb(exact)} with {param('engine', 'reference')}"
-        if exact
-        else f"{verb('translate')} with {param('dtype', 'float64')}"
-    )
+    if exact:
+        exact = verb(exact, param("engine", "reference"))
+    else:
+        exact = verb("translate", param("dtype", "float64"))
     fix = f"{verb('evaluate')} runs in float32 only; {exact} computes in float64"
     checks = dict(params=m.params, fix=fix)
     if cfg.arch == "decoder":

@@ -28,6 +28,7 @@ from glassformer.cli.common import (
     read_text,
     real,
 )
+from glassformer.cli.flags import said
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
 from glassformer.opening import load, with_params
@@ -325,7 +326,7 @@ def _write_import(args, imp, what: str) -> int:
     for name, reason in imp.skipped.items():
         print(f"  left out {name}: {reason}")
     for line in imp.notes:
-        print(f"  {line}")
+        print(f"  {said(line)}")
     return 0
 
 

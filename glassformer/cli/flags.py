@@ -61,9 +61,23 @@ FLAGS = {
     "only": "--only",
     "report.layers": "--layers",
     "report.heads": "--heads",
+    "write_attention_pngs": "--png",
     "Model.ablate": "--ablate",
     "Model.patch": "--patch-from",
     "Model.trace": "glassformer explain --json",
+    # config, init, train (cli/checkpoints.py, cli/training.py)
+    "Config.override": "--set",
+    "TrainConfig.override": "--set",
+    "snapshot_views": "--snapshot-views",
+    "out": "--out",
+    "preset": "--preset",
+    "valid": "--valid",
+    "average_snapshots.k": "--average",
+    "nanogpt.meta": "import-nanogpt --meta",  # said in a note after the import, as its command
+    "nanogpt.tokenizer": "import-nanogpt --tokenizer",
+    "nanogpt.vocab_from": "--vocab-from",
+    # serve (cli/serve.py)
+    "port": "--port",
     # diff (cli/diff.py)
     "tol": "--tol",
     "engines": "--engines",
@@ -91,7 +105,7 @@ def flag(name: str) -> str:
 
 
 def _cli(name: str, py: str | None, cli: str | None) -> str:
-    return flag(name) if cli is None else f"{flag(name)} {cli}"
+    return f"{flag(name)} {cli}" if cli else flag(name)
 
 
 def said(message) -> str:
