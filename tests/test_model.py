@@ -15,7 +15,7 @@ import pytest
 import glassformer
 from glassformer import weights
 from glassformer.cli import main
-from glassformer.cli.flags import said
+from glassformer.cli.flags import said as on_the_command_line
 from glassformer.errors import GlassformerError, OutputExists
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -84,7 +84,9 @@ def test_generate_is_what_the_command_prints(capsys, options):
     out, err = cli(capsys, "generate", CHAR, "To be", *flags)
     m = glassformer.load(CHAR)  # its own notes
     assert m.generate("To be", **options) == out.rstrip("\n")
-    assert [said(n) for n in m.notes] == notes(err)  # the command line's words for its notes
+    assert [on_the_command_line(n) for n in m.notes] == notes(
+        err
+    )  # the command line's words for its notes
     assert not [n for n in m.notes if "--" in n]  # and Python's for the Model's
 
 
@@ -107,10 +109,12 @@ def test_generate_refuses_as_the_command_does(capsys, char):
         said = refusal(capsys, "generate", CHAR, "To be", *argv)
         with pytest.raises(GlassformerError) as e:
             char.generate("To be", **options)
-        assert said(e.value) == said and "--" not in str(e.value)
+        assert on_the_command_line(e.value) == said and "--" not in str(e.value)
     with pytest.raises(GlassformerError) as e:
         char.generate("   ")
-    assert said(e.value) == refusal(capsys, "generate", CHAR, "   ") and "--" not in str(e.value)
+    assert on_the_command_line(e.value) == refusal(
+        capsys, "generate", CHAR, "   "
+    ) and "--" not in str(e.value)
 
 
 # -- translate ------------------------------------------------------------------------------------
@@ -130,10 +134,12 @@ def test_translate_is_what_the_command_prints(capsys, enes):
     said = refusal(capsys, "translate", ENES, "--beam", "2", "--n-best", "3", "x")
     with pytest.raises(GlassformerError, match=None) as e:
         enes.translate("x", beam=2, n_best=3)
-    assert said(e.value) == said and "--" not in str(e.value)
+    assert on_the_command_line(e.value) == said and "--" not in str(e.value)
     with pytest.raises(GlassformerError) as e:
         glassformer.load(CHAR).translate("x")
-    assert said(e.value) == refusal(capsys, "translate", CHAR, "x") and "--" not in str(e.value)
+    assert on_the_command_line(e.value) == refusal(
+        capsys, "translate", CHAR, "x"
+    ) and "--" not in str(e.value)
 
 
 # -- encoders -------------------------------------------------------------------------------------
@@ -157,7 +163,9 @@ def test_classify_and_embed_are_what_the_commands_print(capsys, classifier):
     np.testing.assert_array_equal(m.embed(texts[1]), json.loads(out)["embeddings"][0]["embedding"])
     with pytest.raises(GlassformerError) as e:
         glassformer.load(CHAR).classify("to be")
-    assert said(e.value) == refusal(capsys, "classify", CHAR, "to be") and "--" not in str(e.value)
+    assert on_the_command_line(e.value) == refusal(
+        capsys, "classify", CHAR, "to be"
+    ) and "--" not in str(e.value)
 
 
 # -- looking inside -------------------------------------------------------------------------------
@@ -186,7 +194,7 @@ def test_a_decoder_run_with_generation_and_its_ablation(capsys, char):
     data = _explain_json(capsys, CHAR, "To be", "--max-new-tokens", "4", "--ablate", name)
     run = char.run("To be", decoding=glassformer.Decoding.settle(max_new_tokens=4))
     told = char.result(run)  # its summary in Python's words; the command line writes its flags
-    assert {**told, "summary": said(told["summary"])} == data["result"]
+    assert {**told, "summary": on_the_command_line(told["summary"])} == data["result"]
     assert char.ablate(run, [name]) == data["interventions"]["ablation"]
     assert (
         char.ablate("To be", name)
@@ -204,7 +212,7 @@ def test_patching_lens_and_attribution_are_what_the_commands_write(capsys, enes,
     assert got == json.loads(out)
     with pytest.raises(GlassformerError) as e:
         char.lens("To be", versus="t")
-    assert said(e.value) == refusal(
+    assert on_the_command_line(e.value) == refusal(
         capsys, "lens", CHAR, "To be", "--versus", "t"
     ) and "--" not in str(e.value)
 
