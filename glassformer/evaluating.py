@@ -65,7 +65,7 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
     if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         ids = ids[:limit]
     if len(ids) < 2:  # every predicted token needs one before it
-        kept = f" (the first {limit} kept by {param('limit', limit)})" if limit is not None else ""
+        kept = f" (the first {limit} kept by {param('limit')})" if limit is not None else ""
         raise InputError(
             f"{data} gives {len(ids)} token{kept}; a loss needs at least 2, one read and the "
             "next predicted: give more text" + (f" or a larger {param('limit')}" if kept else "")
