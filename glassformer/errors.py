@@ -31,21 +31,22 @@ _REF = re.compile(f"{_OPEN}{_PART}(?:{_SEP}{_PART}{_SEP}{_PART})?{_CLOSE}")
 _NO_VALUE = object()
 
 
-def param(name: str, value=_NO_VALUE, *, text: str | None = None) -> str:
+def param(name: str, value=_NO_VALUE, *, text: str | None = None, flag_alone=False) -> str:
     """A reference to the parameter `name` in a message: `name=value` in Python, the command
     line's flag and value there (`--position 99`). `value` is shown as Python writes it (a str
     quoted) and as the command line reads it (unquoted; a tuple comma-separated; True: the flag
-    alone); `text`: one
-    wording for both instead (a placeholder, TOKEN; a value already quoted). `name` may be
-    qualified by its method ("attribute.steps": `steps` in Python) where one name is two flags;
-    a class's method ("Config.override") is written as a call (`Config.override('x')`)."""
+    alone); `text`: one wording for both instead (a placeholder, TOKEN; a value already quoted);
+    `flag_alone`: the command line names the flag without its value (the line the user typed
+    shows it). `name` may be qualified by its method ("attribute.steps": `steps` in Python)
+    where one name is two flags; a class's method ("Config.override") is written as a call
+    (`Config.override('x')`)."""
     if text is None and value is _NO_VALUE:
         return f"{_OPEN}{name}{_CLOSE}"
     py = text if text is not None else repr(value) if isinstance(value, str | tuple) else str(value)
     cli = text if text is not None else str(value)
     if text is None and isinstance(value, tuple):  # the command line's lists: comma-separated
         cli = ",".join(map(str, value))
-    if value is True:  # a switch: the flag alone
+    if value is True or flag_alone:  # a switch; or a value only Python's words show
         cli = ""
     return f"{_OPEN}{name}{_SEP}{py}{_SEP}{cli}{_CLOSE}"
 

@@ -423,13 +423,15 @@ def lens(m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=No
         raise InputError(_NOT_A_TARGET)
     if dla is None and versus is not None:
         raise InputError(
-            f"{param('versus', versus)} subtracts a token's logit in {param('dla')}'s "
-            f"attribution: give {param('dla', text='TOKEN')} too, or drop {param('versus')}"
+            f"{param('versus', versus, flag_alone=True)} subtracts a token's logit in "
+            f"{param('dla')}'s attribution: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('versus')}"
         )
     if dla is None and position is not None:
         raise InputError(
-            f"{param('position', position)} chooses the position {param('dla')} explains: give "
-            f"{param('dla', text='TOKEN')} too, or drop {param('position')}"
+            f"{param('position', position, flag_alone=True)} chooses the position "
+            f"{param('dla')} explains: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('position')}"
         )
     src, ids = decoder_input(m, text, target)
     position = -1 if position is None else position
@@ -477,13 +479,14 @@ def attribute(
         raise InputError(_NOT_A_TARGET)
     if steps is not None and method != "integrated_gradients":
         raise InputError(
-            f"{param('attribute.steps', steps)} sets integrated gradients' nodes, and "
-            f"{method.replace('_', ' ')} has none: drop {param('attribute.steps')}"
+            f"{param('attribute.steps', steps, flag_alone=True)} sets integrated gradients' "
+            f"nodes, and {method.replace('_', ' ')} has none: drop {param('attribute.steps')}"
         )
     if max_new_tokens is not None and cfg.arch == "encoder-decoder":
         raise InputError(
-            f"{param('max_new_tokens', max_new_tokens)} sets how many tokens a decoder predicts; "
-            f"an encoder-decoder's are its translation (or {param('target')}): drop it"
+            f"{param('max_new_tokens', max_new_tokens, flag_alone=True)} sets how many tokens a "
+            "decoder predicts; an encoder-decoder's are its translation (or "
+            f"{param('target')}): drop it"
         )
     steps = 64 if steps is None else steps
     base = None if baseline is None else baseline_id(m, baseline, method)

@@ -55,12 +55,12 @@ ROWS = [
     Row("lens position without dla", lambda m, c: m["char"].lens("To be", position=99),
         ["lens", CHAR, "To be", "--position", "99"],
         "position=99 chooses the position dla explains: give dla=TOKEN too, or drop position",
-        "--position 99 chooses the position --dla explains: give --dla TOKEN too, or drop "
+        "--position chooses the position --dla explains: give --dla TOKEN too, or drop "
         "--position"),
     Row("lens versus without dla", lambda m, c: m["char"].lens("To be", versus="t"),
         ["lens", CHAR, "To be", "--versus", "t"],
         "versus='t' subtracts a token's logit in dla's attribution: give dla=TOKEN too",
-        "--versus t subtracts a token's logit in --dla's attribution: give --dla TOKEN too"),
+        "--versus subtracts a token's logit in --dla's attribution: give --dla TOKEN too"),
     Row("lens target of a decoder", lambda m, c: m["char"].lens("To be", target="x"),
         ["lens", CHAR, "To be", "--target", "x"],
         "target is the decoder text of an encoder-decoder; for a decoder, put it in text",
@@ -74,7 +74,7 @@ ROWS = [
         "To be", method="gradient_x_input", steps=8),
         ["attribute", CHAR, "To be", "--method", "gradient_x_input", "--steps", "8"],
         "steps=8 sets integrated gradients' nodes, and gradient x input has none: drop steps",
-        "--steps 8 sets integrated gradients' nodes, and gradient x input has none: drop "
+        "--steps sets integrated gradients' nodes, and gradient x input has none: drop "
         "--steps"),
     Row("attribute baseline of a gradient", lambda m, c: m["char"].attribute(
         "To be", method="gradient_x_input", baseline="t"),
@@ -86,7 +86,7 @@ ROWS = [
     Row("attribute new tokens of a translator", lambda m, c: m["enes"].attribute(
         "Hello.", max_new_tokens=2), ["attribute", ENES, "Hello.", "--max-new-tokens", "2"],
         "max_new_tokens=2 sets how many tokens a decoder predicts; an encoder-decoder's are its "
-        "translation (or target)", "--max-new-tokens 2 sets how many tokens a decoder predicts; "
+        "translation (or target)", "--max-new-tokens sets how many tokens a decoder predicts; "
         "an encoder-decoder's are its translation (or --target)"),
     Row("generate sampling and beam", lambda m, c: m["char"].generate(
         "To be", temperature=0.5, beam_width=2),
@@ -211,8 +211,9 @@ def test_a_reference_reads_as_python_and_as_the_flag_and_survives_composition():
     note = Said(f"{param('overwrite', True)} and {verb('generate', param('dtype', 'int8'))}")
     assert note == "overwrite=True and Model.generate(dtype='int8')"
     assert said(note) == "--overwrite and generate --dtype int8"
-    assert python(param("attribute.steps", 8)) == "steps=8" and said(param("attribute.steps", 8))
+    assert python(param("attribute.steps", 8)) == "steps=8"
     assert said(param("attribute.steps", 8)) == "--steps 8"
+    assert said(param("position", 9, flag_alone=True)) == "--position"  # typed on its line
 
 
 def _strings(path: Path):
