@@ -13,9 +13,7 @@ or batch) and raises a `NonFiniteError` naming the input and the step where NaN 
 starts, never a silent answer made of them. `params` (the float weights) lets it name that step
 with the reference engine, `fix` says what to do when only the lower precision overflows.
 
-PyTorch is imported only by the functions that need it, so the reference engine's paths
-(`run_decoding` over the reference engine's step) work without it. Deliberately not here:
-reading user text or files, checks that name command-line flags beyond these, printing.
+Not here: reading user text or files, printing. PyTorch is imported only where it is needed.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ command line (`cli/`) and the explorer (`serve/`) call.
 
 A `Model` holds the config, float64 weights, tokenizer, class names and its engines (made once).
 Its methods give what the commands print, with their defaults and refusals (a `GlassformerError`
-whose message is the command line's one line). Notes the commands print on stderr (an implied
+whose message is the command line's one line, naming parameters as Python does: `position=99`,
+where the command line says `--position 99`). Notes the commands print on stderr (an implied
 strategy, why a generation stopped, unknown tokens) go to `on_note` (the CLI's `note`), or to
 `Model.notes` when none was given.
 
