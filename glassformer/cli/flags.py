@@ -1,12 +1,15 @@
 """The one place where the library's parameter names become the command line's flags.
 
 The library writes its messages in Python's words: every parameter it refers to is a reference
-(`glassformer.errors.param`: `position=99` in Python), and every method one too (`Model.record`).
-What the command line prints (an error, a note, a result's note) passes through `said`, which
-writes each reference as this table says (`--position 99`, `--record`), so that the messages of
-the command line stay in its own words while the library's name its parameters. A name is the
-parameter's, or "method.parameter" where one name is two flags (`steps`: `record`'s are
---record-steps, `attribute`'s --steps); "Model.NAME" is a method.
+(`glassformer.errors.param`: `position=99` in Python), every method one too (`errors.verb`:
+`Model.record`). What the command line prints of them (its error line and notes, `common.run`
+and `common.note`; the strategy rule in --help; explain's summary, attribute's note, an import's
+notes) passes through `said`, which writes each reference as `FLAGS` says (`--position 99`,
+`--record`), so that the command line keeps its words while the library names its parameters.
+A key is the parameter's name, "method.parameter" where one name is two flags (`steps`:
+`record`'s --record-steps, `attribute`'s --steps), or a method ("Model.record",
+"Config.override"). The argparse types of the numbers are named by it too
+(`common.option_type`, `ARGPARSE_NAMES`).
 
 Deliberately not here: the options themselves (each command family's `add_parsers`), the
 library's checks (`glassformer.arguments`).
