@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer.config import Config
-from glassformer.errors import InputError, TokenizerError
+from glassformer.errors import InputError, TokenizerError, param
 from glassformer.tokenizer.base import Tokenizer
 from glassformer.trace import Trace
 
@@ -52,11 +52,10 @@ def shown(value) -> str:
 
 @dataclass(frozen=True)
 class Arg:
-    """A row: what a value must be. `flag`: the command-line option beside it (None: none);
-    `says`: the words after "must be"."""
+    """A row: what a value must be. `says`: the words after "must be". (The command line's flag
+    for the parameter is `cli/flags.py`'s.)"""
 
     says: str = ""
-    flag: str | None = None
 
     def check(self, value, name: str, at: Call) -> None:
         if not self.ok(value, at):
@@ -66,18 +65,24 @@ class Arg:
         raise NotImplementedError
 
 
+def _bounds(*bounds) -> None:
+    if not all(b is None or isinstance(b, int | float) for b in bounds):
+        raise TypeError(f"a bound must be a number or None, got {bounds!r}")
+
+
 def _integral(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 @dataclass(frozen=True)
 class Int(Arg):
-    """An integer (not a bool) >= low and < below; `cli`: the name in the command line's
-    message (default the flag)."""
+    """An integer (not a bool) >= low and < below."""
 
     low: int | None = 0  # None: any integer
     below: int | None = None
-    cli: str | None = None
+
+    def __post_init__(self):  # a row written with a flag in a bound's place fails at import
+        _bounds(self.low, self.below)
 
     def check(self, value, name: str, at: Call) -> None:
         if not _integral(value):
@@ -101,7 +106,9 @@ class Real(Arg):
 
     low: float | None = None
     high: float | None = None
-    cli: str | None = None
+
+    def __post_init__(self):
+        _bounds(self.low, self.high)
 
     def ok(self, value, at: Call) -> bool:
         if not isinstance(value, numbers.Real) or isinstance(value, bool | np.bool_):
@@ -357,8 +364,8 @@ class Settled(Arg):
         V = getattr(getattr(at.model, "cfg", None), "vocab_size", None)
         if value.strategy == "beam" and V is not None and value.beam_width > V:
             raise InputError(  # the command line's words: it checks this against the model too
-                f"--beam-width {value.beam_width} is more than the vocabulary ({V} tokens); use "
-                "at most the vocabulary size"
+                f"{param('beam_width', value.beam_width)} is more than the vocabulary ({V} "
+                "tokens); use at most the vocabulary size"
             )
 
 

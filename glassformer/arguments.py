@@ -1,10 +1,11 @@
 """The arguments of the Python API, checked where they enter: `ARGS`, one table of every parameter
-that a public `Model` method, `glassformer.load` or `with_params` takes (its kind, its range, and
-the command-line flag beside it), and `checked` / `entry`, which check a call against it before
-any work. A bad argument is one `InputError` line naming the parameter as Python spells it
-(`beam=0: must be at least 1`), so that only a `GlassformerError` leaves for bad input, and what
-the command line refuses the library refuses too: the command line's argparse types are made
-from the same rows (`cli/common.option_type`), with the wording its messages always had.
+that a public `Model` method, `glassformer.load` or `with_params` takes (its kind and its range),
+and `checked` / `entry`, which check a call against it before any work. A bad argument is one
+`InputError` line naming the parameter as Python spells it (`beam=0: must be at least 1`), so
+that only a `GlassformerError` leaves for bad input, and what the command line refuses the
+library refuses too: the command line's argparse types are made from the same rows
+(`cli/common.option_type`, named by its flags in `cli/flags.py`), with the wording its messages
+always had.
 
 A row is found as "method.parameter" first, then "parameter"; a method's **keyword arguments are
 those of the function it hands them to (`KEYWORDS`), None allowed where that default is None.
@@ -63,49 +64,49 @@ ENGINES = ("auto", "reference", "torch")  # a Model's engines (`load`, --engine)
 SEED_LIMIT = 2**32
 
 
-# -- the table: every parameter, with the command-line flag beside it ---------------------------
+# -- the table: every parameter -----------------------------------------------------------------
 
 # The decoding options (cli/decoding.py): `generate(**options)`, a `Decoding`'s fields.
 DECODING = {
-    "max_new_tokens": Int("at least 1", "--max-new-tokens", 1),
-    "temperature": Real("a finite number > 0", "--temperature", 0.0, cli="temperature"),
-    "top_k": Int("", "--top-k", 1, cli="top-k"),
-    "top_p": Real("in (0, 1]", "--top-p", 0.0, 1.0, cli="top-p"),
-    "seed": Int("an integer in [0, 2**32)", "--seed", 0, SEED_LIMIT, cli="seed"),
-    "beam_width": Int("", "--beam-width", 1, cli="beam width"),
-    "length_penalty": Real("a finite number", "--length-penalty", cli="length-penalty"),
+    "max_new_tokens": Int("at least 1", 1),
+    "temperature": Real("a finite number > 0", 0.0),
+    "top_k": Int("", 1),
+    "top_p": Real("in (0, 1]", 0.0, 1.0),
+    "seed": Int("an integer in [0, 2**32)", 0, SEED_LIMIT),
+    "beam_width": Int("", 1),
+    "length_penalty": Real("a finite number"),
 }
 
 ARGS: dict[str, Arg] = {
     **DECODING,
-    "strategy": Choice(flag="--strategy", options=("greedy", "sample", "beam")),
+    "strategy": Choice(options=("greedy", "sample", "beam")),
     "decoding": Settled(fields=DECODING),
-    "batch_size": Int("at least 1", "--batch-size", 1),
-    "top_tokens": Int("an integer >= 0", "--record-top-k", 0),
-    "steps": Strs(flag="--record-steps"),  # record's names; attribute's are a number, below
-    "layers": Numbers(flag="--align-layers"),
-    "heads": Numbers(flag="--align-heads"),
-    "beam": Int("at least 1", "--beam", 1),
-    "n_best": Int("at least 1", "--n-best", 1),
-    "limit": Int("at least 1", "--limit", 1),
-    "data": PathArg(flag="--data"),
-    "k": Int("", "--k", 1),
-    "sublayers": Bool(flag="--sublayers"),
-    "dla": Text(flag="--dla", one=True),
-    "versus": Text(flag="--versus", one=True),
-    "position": Int("", "--position", None),
-    "method": Choice(flag="--method", options=("integrated_gradients", "gradient_x_input")),
-    "attribute.steps": Int(f"in [1, {MAX_STEPS}]", "--steps", 1, MAX_STEPS + 1),
-    "baseline": Of("a token (a str, or an id)", "--baseline", kinds=(str, numbers.Integral)),
-    "tol": Real("a number > 0", "--tol", 0.0),
-    "engines": EngineList(flag="--engines"),
-    "engine": Choice(flag="--engine", options=ENGINES),
-    "device": Of(DEVICE_NAMES, "--device", kinds=is_device_name),  # (`devices.check_device`)
-    "threads": Int("at least 1", "--threads", 1),
-    "embed.engine": Choice(flag="--engine", options=("torch", "reference")),
-    "dtype": Choice(flag="--dtype", options=DTYPES),
-    "save.dtype": Choice(flag="--dtype", options=STORABLE_DTYPES),
-    "overwrite": Bool(flag="--overwrite"),
+    "batch_size": Int("at least 1", 1),
+    "top_tokens": Int("an integer >= 0", 0),
+    "steps": Strs(),  # record's names; attribute's are a number, below
+    "layers": Numbers(),
+    "heads": Numbers(),
+    "beam": Int("at least 1", 1),
+    "n_best": Int("at least 1", 1),
+    "limit": Int("at least 1", 1),
+    "data": PathArg(),
+    "k": Int("", 1),
+    "sublayers": Bool(),
+    "dla": Text(one=True),
+    "versus": Text(one=True),
+    "position": Int("", None),
+    "method": Choice(options=("integrated_gradients", "gradient_x_input")),
+    "attribute.steps": Int(f"in [1, {MAX_STEPS}]", 1, MAX_STEPS + 1),
+    "baseline": Of("a token (a str, or an id)", kinds=(str, numbers.Integral)),
+    "tol": Real("a number > 0", 0.0),
+    "engines": EngineList(),
+    "engine": Choice(options=ENGINES),
+    "device": Of(DEVICE_NAMES, kinds=is_device_name),  # (`devices.check_device`)
+    "threads": Int("at least 1", 1),
+    "embed.engine": Choice(options=("torch", "reference")),
+    "dtype": Choice(options=DTYPES),
+    "save.dtype": Choice(options=STORABLE_DTYPES),
+    "overwrite": Bool(),
     "path": Target(),
     # texts: a str or a list of them, one output each
     "text": Text(),
@@ -127,12 +128,12 @@ ARGS: dict[str, Arg] = {
     "ablate.text": Of("a str or a Run (Model.run makes one)", kinds=text_or_run),
     "patch.text": Of("a str or a Run (Model.run makes one)", kinds=text_or_run),
     "clean": Text(one=True),
-    "target": Of("a str (the decoder's text)", "--target", kinds=(str,)),
-    "run.target": Of("a str or a list of token ids", "--target", kinds=(str, list, tuple)),
+    "target": Of("a str (the decoder's text)", kinds=(str,)),
+    "run.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "run_with_cache.texts": TextsOrIds(),
     "run_with_cache.targets": TextsOrIds(),
     "run_with_cache.names": Strs(),
-    "names": Strs(flag="--ablate"),
+    "names": Strs(),
     "run": Of("a Run (Model.run makes one)", kinds=run_type),
     "fns": Interventions(),
     # what the engines and decoding read: token ids of this model
@@ -144,8 +145,8 @@ ARGS: dict[str, Arg] = {
     "class_probabilities.ids": Ids(nested=True),
     "prompt": Ids(empty=False),
     "src": Ids(empty=False),
-    "prompt_len": Int("at least 1", None, 1),
-    "room": Int("", None, 0),
+    "prompt_len": Int("at least 1", 1),
+    "room": Int("", 0),
     "window": Bool(),
     "quiet": Bool(),
     "reference": Bool(),
@@ -170,12 +171,12 @@ ARGS: dict[str, Arg] = {
     "m": Of("a glassformer.Model", kinds=model_type),
     # explain.text.render
     "render.trace": Of("a glassformer.trace.Trace", kinds=trace_type),
-    "only": Text(flag="--only", one=True),
+    "only": Text(one=True),
     "token_kind": Text(one=True),
-    "max_rows": Int("", None, 1),
-    "max_cols": Int("", None, 1),
+    "max_rows": Int("", 1),
+    "max_cols": Int("", 1),
     # a float64 has 17 significant digits; a precision of 10**8 made each cell a 100 MB string
-    "digits": Int("in [1, 17]", None, 1, 18),
+    "digits": Int("in [1, 17]", 1, 18),
 }
 
 # Where a method's **keyword arguments go: (the rows' method, {name: default}) of the function

@@ -25,7 +25,7 @@ import torch
 
 from glassformer import files, weights
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, GlassformerError
+from glassformer.errors import CheckpointError, GlassformerError, param
 from glassformer.torch_model import to_params
 from glassformer.views import VIEWS_FILE
 
@@ -100,7 +100,7 @@ def restore(
     if saved_cfg != cfg:
         raise CheckpointError(
             f"{out} was trained with a different config; resume with the same "
-            "--preset/--set, or start a new output directory"
+            f"{param('preset')}/{param('Config.override')}, or start a new output directory"
         )
     path = files.member(out, STATE_FILE, required=False)
     if path is None:
@@ -213,7 +213,7 @@ def _check_config(path: Path, text, cfg: Config) -> None:
             raise CheckpointError(
                 f"{path.parent / weights.CONFIG_FILE} was changed since the run was saved: "
                 f"{f.name} is {now!r}, the run was started with {then!r}; restore it (a resumed "
-                "run keeps its model), or start a new --out"
+                f"run keeps its model), or start a new {param('out')}"
             )
 
 

@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, fields
 from typing import Literal
 
-from glassformer.errors import ConfigError
+from glassformer.errors import ConfigError, param
 
 Arch = Literal["encoder-decoder", "decoder", "encoder"]
 Positions = Literal["sinusoidal", "sinusoidal_split", "learned", "none", "rotary"]
@@ -345,19 +345,25 @@ def parse_assignments(cls, assignments) -> dict:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise ConfigError(f"--set {item!r}: expected key=value, for example d_model=128")
+            raise ConfigError(
+                f"{param(f'{cls.__name__}.override', text=repr(item))}: expected key=value, for "
+                "example d_model=128"
+            )
         if key not in hints:
             near = difflib.get_close_matches(key, list(hints), n=1, cutoff=0.6)
             hint = f"did you mean {near[0]}? " if near else ""
             raise ConfigError(
-                f"--set {item!r}: unknown field {key!r}; {hint}allowed: {', '.join(sorted(hints))}"
+                f"{param(f'{cls.__name__}.override', text=repr(item))}: unknown field {key!r}; "
+                f"{hint}allowed: {', '.join(sorted(hints))}"
             )
-        changes[key] = parse_value(key, raw.strip(), hints[key])
+        changes[key] = parse_value(key, raw.strip(), hints[key], cls.__name__)
     return changes
 
 
-def parse_value(name: str, raw: str, hint) -> object:
-    """Parse the text of a `--set name=raw` by the field's annotated type."""
+def parse_value(name: str, raw: str, hint, of: str = "Config") -> object:
+    """Parse the text of a `name=raw` assignment (`of`.override's) by the field's annotated
+    type."""
+    said = param(f"{of}.override", f"{name}={raw}")
     args = typing.get_args(hint)
     if type(None) in args and raw.lower() in ("none", "null", ""):
         return None
@@ -365,7 +371,7 @@ def parse_value(name: str, raw: str, hint) -> object:
     if typing.get_origin(base) is Literal or typing.get_origin(hint) is Literal:
         choices = typing.get_args(base if typing.get_origin(base) is Literal else hint)
         if raw not in choices:
-            raise ConfigError(f"--set {name}={raw}: {name} must be one of {', '.join(choices)}")
+            raise ConfigError(f"{said}: {name} must be one of {', '.join(choices)}")
         return raw
     if base is bool:
         low = raw.lower()
@@ -373,12 +379,12 @@ def parse_value(name: str, raw: str, hint) -> object:
             return True
         if low in ("false", "0", "no", "off"):
             return False
-        raise ConfigError(f"--set {name}={raw}: {name} must be true or false")
+        raise ConfigError(f"{said}: {name} must be true or false")
     try:
         return base(raw)
     except ValueError:
         kind = {int: "an integer", float: "a number"}.get(base, base.__name__)
-        raise ConfigError(f"--set {name}={raw}: {name} must be {kind}") from None
+        raise ConfigError(f"{said}: {name} must be {kind}") from None
 
 
 def check_type(name: str, value: object, hint) -> None:

@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from glassformer.errors import InputError
+from glassformer.errors import InputError, Said, param
 
 StepFn = Callable[[list[int]], np.ndarray]
 SEED_LIMIT = 2**32  # the command line's --seed range: [0, 2**32)
@@ -468,15 +468,12 @@ def beam_search(
 
 SAMPLING_OPTIONS = {"temperature": 1.0, "top_k": None, "top_p": None, "seed": None}
 BEAM_OPTIONS = {"beam_width": 4, "length_penalty": 1.0}
-STRATEGY_RULE = (
-    "A sampling option (--temperature, --top-k, --top-p, --seed) without --strategy means "
-    "--strategy sample, a beam option (--beam-width, --length-penalty) --strategy beam, and the "
-    "command says so in a note; an option of another strategy than the one given is refused."
+STRATEGY_RULE = Said(
+    f"A sampling option ({', '.join(map(param, SAMPLING_OPTIONS))}) without {param('strategy')} "
+    f"means {param('strategy', 'sample')}, a beam option "
+    f"({', '.join(map(param, BEAM_OPTIONS))}) {param('strategy', 'beam')}, and the command says "
+    "so in a note; an option of another strategy than the one given is refused."
 )
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
 
 
 @dataclass(frozen=True)
@@ -509,20 +506,20 @@ class Decoding:
         if strategy is None:
             if sampling and beam:
                 raise InputError(
-                    f"{_flag(sampling[0])} is a sampling option and {_flag(beam[0])} a beam "
-                    "search option; choose one --strategy"
+                    f"{param(sampling[0])} is a sampling option and {param(beam[0])} a beam "
+                    f"search option; choose one {param('strategy')}"
                 )
             strategy = "sample" if sampling else "beam" if beam else "greedy"
             if sampling or beam:
-                used = " and ".join(_flag(n) for n in sampling or beam)
-                implied = f"{used} given: decoding with --strategy {strategy}"
+                used = " and ".join(param(n) for n in sampling or beam)
+                implied = Said(f"{used} given: decoding with {param('strategy', strategy)}")
         if strategy not in ("greedy", "sample", "beam"):
             raise InputError(f"unknown strategy {strategy!r}; use greedy, sample or beam")
         for kind, options in (("sample", sampling), ("beam", beam)):
             if options and strategy != kind:
                 raise InputError(
-                    f"{_flag(options[0])} does nothing with --strategy {strategy}; drop it, or "
-                    f"use --strategy {kind}"
+                    f"{param(options[0])} does nothing with {param('strategy', strategy)}; drop "
+                    f"it, or use {param('strategy', kind)}"
                 )
         filled = {n: given[n] if given.get(n) is not None else d for n, d in _DEFAULTS.items()}
         return cls(strategy, max_new_tokens, **filled, implied=implied)
@@ -561,12 +558,14 @@ def stop_reason(result, n_prompt: int, decoding: Decoding, cfg) -> str:
     n_new = len(result.ids) - n_prompt
     max_new = decoding.max_new_tokens or cfg.max_len
     if eos:
-        return f"stopped at EOS after {n_new} new token{'s' * (n_new != 1)}"
+        return Said(f"stopped at EOS after {n_new} new token{'s' * (n_new != 1)}")
     if n_new >= max_new:
         if decoding.max_new_tokens is None:
-            return f"stopped after {n_new} new tokens (--max-new-tokens, default max_len)"
-        return f"stopped after --max-new-tokens {max_new}"
-    return (
+            return Said(
+                f"stopped after {n_new} new tokens ({param('max_new_tokens')}, default max_len)"
+            )
+        return Said(f"stopped after {param('max_new_tokens', max_new)}")
+    return Said(
         f"stopped at the decoder's max_len {cfg.max_len}: it has no position for token "
         f"{cfg.max_len + 1}"
     )
@@ -578,12 +577,13 @@ def context_slid(n_prompt: int, n_new: int, asked: int | None, cfg) -> str:
     L = cfg.max_len
     slid = f"each token after token {L} was predicted from the last {L} only (a sliding window)"
     if n_prompt > L:
-        return (
+        return Said(
             f"the text has {n_prompt} tokens, more than the model's context (max_len {L}): " + slid
         )
-    flag = f"--max-new-tokens {asked}" if asked is not None else "the default --max-new-tokens"
-    return (
-        f"the prompt ({n_prompt} tokens) + {n_new} new tokens ({flag}) is more than the model's "
-        f"context (max_len {L}): {slid}; give --max-new-tokens {L - n_prompt} or less to stay "
-        "within it"
+    flag = param("max_new_tokens")
+    asked = param("max_new_tokens", asked) if asked is not None else f"the default {flag}"
+    return Said(
+        f"the prompt ({n_prompt} tokens) + {n_new} new tokens ({asked}) is more than the model's "
+        f"context (max_len {L}): {slid}; give {param('max_new_tokens', L - n_prompt)} or less "
+        "to stay within it"
     )

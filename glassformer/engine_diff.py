@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param
 from glassformer.explain.html_pieces import dims
 from glassformer.hf_hooks import hf_engine
 from glassformer.model import Model
@@ -302,7 +302,9 @@ def diff(
         raise InputError(f"the tolerance must be a finite number >= 0, got {tol!r}")
     if target is not None and m.cfg.arch != "encoder-decoder":
         what = "a decoder" if m.cfg.arch == "decoder" else "an encoder"
-        raise InputError(f"--target is for an encoder-decoder; {m.name} is {what}: drop it")
+        raise InputError(
+            f"{param('target')} is for an encoder-decoder; {m.name} is {what}: drop it"
+        )
     chosen, labels = _engines(engines, m)
     runners = [_runner(e, m) for e in chosen]
     run = m.run(text, target=target, quiet=True)
@@ -340,7 +342,7 @@ def _nonfinite(label: str, step: str, what: str, e: Engine, x: Inputs) -> NonFin
     a float64 engine's overflow is the model's on this input."""
     said = f"the {label} engine's values are non-finite (NaN or inf) from {step} on ({what})"
     if e.kind in ("float32", "int8"):
-        fix = "diff the float64 engines instead (--engines reference,torch)"
+        fix = f"diff the float64 engines instead ({param('engines', ('reference', 'torch'))})"
         m = e.model
         return NonFiniteError(f"{said}; {origin(m.params, m.cfg, x.ids, x.src, fix)}")
     return NonFiniteError(

@@ -2,7 +2,16 @@
 
 Every error a user can cause is a `GlassformerError` whose message says what was wrong and what to
 do. The CLI prints it as one line and exits non-zero; library callers catch it like any exception.
+
+A message names the parameters it is about as Python spells them (`position=99: ...`): it writes
+each as `param("position", 99)`, a reference that the error (and `said`, for a note) renders as
+`position=99`, and that the command line renders once, through its table of flags
+(`glassformer/cli/flags.py`), as `--position 99`. A reference is the parameter's name and value
+between private-use characters (U+E000..U+E002), so that it survives being put into f-strings
+and is found again exactly, never guessed from the prose around it.
 """
+
+import re
 
 
 def install_hint(extra: str) -> str:
@@ -14,8 +23,95 @@ def install_hint(extra: str) -> str:
 INSTALL_TORCH = install_hint("torch")
 
 
+# -- references to parameters ---------------------------------------------------------------------
+
+_OPEN, _SEP, _CLOSE = "\ue000", "\ue001", "\ue002"
+_PART = f"([^{_OPEN}-{_CLOSE}]*)"
+_REF = re.compile(f"{_OPEN}{_PART}(?:{_SEP}{_PART}{_SEP}{_PART})?{_CLOSE}")
+_NO_VALUE = object()
+
+
+def param(name: str, value=_NO_VALUE, *, text: str | None = None, flag_alone=False) -> str:
+    """A reference to the parameter `name` in a message: `name=value` in Python, the command
+    line's flag and value there (`--position 99`). `value` is shown as Python writes it (a str
+    quoted) and as the command line reads it (unquoted; a tuple comma-separated; True: the flag
+    alone); `text`: one wording for both instead (a placeholder, TOKEN; a value already quoted);
+    `flag_alone`: the command line names the flag without its value (the line the user typed
+    shows it). `name` may be qualified by its method ("attribute.steps": `steps` in Python)
+    where one name is two flags; a class's method ("Config.override") is written as a call
+    (`Config.override('x')`)."""
+    if text is None and value is _NO_VALUE:
+        return f"{_OPEN}{name}{_CLOSE}"
+    py = text if text is not None else repr(value) if isinstance(value, str | tuple) else str(value)
+    cli = text if text is not None else str(value)
+    if text is None and isinstance(value, tuple):  # the command line's lists: comma-separated
+        cli = ",".join(map(str, value))
+    if value is True or flag_alone:  # a switch; or a value only Python's words show
+        cli = ""
+    return f"{_OPEN}{name}{_SEP}{py}{_SEP}{cli}{_CLOSE}"
+
+
+def verb(name: str, given: str | None = None) -> str:
+    """A reference to the Model's method `name` in a message: `Model.record` in Python, what the
+    command line does for it there (`--record`); `given`: a reference to what it is called with
+    (`Model.generate(engine='reference')`, `generate --engine reference`)."""
+    return param(f"Model.{name}") if given is None else param(f"Model.{name}", text=given)
+
+
+def references(message: str) -> list[tuple[str, str | None, str | None]]:
+    """The parameters a message refers to: (name, Python value, command-line value) each."""
+    return [(m[1], m[2], m[3]) for m in _REF.finditer(message)]
+
+
+def rendered(message: str, flag) -> str:
+    """`message` with each reference written by `flag(name, python_value, cli_value)`, the
+    innermost first (a reference in a method's `given`)."""
+    while (done := _REF.sub(lambda m: flag(m[1], m[2], m[3]), message)) != message:
+        message = done
+    return message
+
+
+def _python(name: str, py: str | None, cli: str | None) -> str:
+    if name[:1].isupper():  # a method, "Model.record": `Model.record`, `Config.override('x')`
+        return name if py is None else f"{name}({py})"
+    name = name.rsplit(".", 1)[-1]  # "attribute.steps": the parameter `steps`
+    return name if py is None else f"{name}={py}"
+
+
+def python(message: str) -> str:
+    """A message as Python says it: each reference as `name` or `name=value`."""
+    return rendered(message, _python)
+
+
+class Said(str):
+    """A note or message as Python says it (the str itself), keeping the references it was
+    written with (`template`) for the command line to write its flags in."""
+
+    template: str
+
+    def __new__(cls, message: str):
+        template = getattr(message, "template", message)
+        said = super().__new__(cls, python(template))
+        said.template = template
+        return said
+
+
 class GlassformerError(Exception):
-    """Bad input, bad configuration or a bad file: the message says what to do about it."""
+    """Bad input, bad configuration or a bad file: the message says what to do about it. Its
+    str (and args) say the parameters as Python spells them; `template` keeps the references
+    (`param`) for the command line, and for a message that puts this one inside it."""
+
+    def __init__(self, *args):
+        first = args[0] if args and isinstance(args[0], str) else None
+        self.template = getattr(first, "template", first)
+        if first is not None:
+            args = (python(self.template), *args[1:])
+        super().__init__(*args)
+
+
+def template(e: BaseException) -> str:
+    """The message of `e` with its references, to be put inside another message."""
+    return getattr(e, "template", None) or str(e)
 
 
 class ConfigError(GlassformerError, ValueError):

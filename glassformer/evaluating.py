@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from glassformer import data as D
 from glassformer import metrics, numerics
-from glassformer.errors import InputError
+from glassformer.errors import InputError, param, verb
 
 
 def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) -> str:
@@ -22,11 +22,17 @@ def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) ->
 
     cfg = m.cfg
     if beam is not None and cfg.arch != "encoder-decoder":
-        raise InputError(f"--beam is for translation; {m.name} is arch={cfg.arch!r}: drop it")
+        raise InputError(
+            f"{param('beam')} is for translation; {m.name} is arch={cfg.arch!r}: drop it"
+        )
     model = from_params(cfg, m.params, dtype=torch.float32).to(m.device).eval()
-    exact = {"decoder": "generate --engine reference", "encoder": "classify --engine reference"}
-    exact = exact.get(cfg.arch, "translate --dtype float64")
-    checks = dict(params=m.params, fix=f"eval runs in float32 only; {exact} computes in float64")
+    exact = {"decoder": "generate", "encoder": "classify"}.get(cfg.arch)
+    if exact:
+        exact = verb(exact, param("engine", "reference"))
+    else:
+        exact = verb("translate", param("dtype", "float64"))
+    fix = f"{verb('evaluate')} runs in float32 only; {exact} computes in float64"
+    checks = dict(params=m.params, fix=fix)
     if cfg.arch == "decoder":
         return _perplexity(m, model, data, limit, checks)
     pairs = D.read_pairs(data)
@@ -59,10 +65,10 @@ def _perplexity(m, model, data: str, limit, checks: dict) -> str:
     if limit is not None:  # (0 is refused at the entry: Model.evaluate)
         ids = ids[:limit]
     if len(ids) < 2:  # every predicted token needs one before it
-        kept = f" (the first {limit} kept by --limit)" if limit is not None else ""
+        kept = f" (the first {limit} kept by {param('limit')})" if limit is not None else ""
         raise InputError(
             f"{data} gives {len(ids)} token{kept}; a loss needs at least 2, one read and the "
-            "next predicted: give more text" + (" or a larger --limit" if kept else "")
+            "next predicted: give more text" + (f" or a larger {param('limit')}" if kept else "")
         )
     T, total, n = cfg.max_len, 0.0, 0
     with torch.no_grad():

@@ -17,7 +17,7 @@ import numpy as np
 
 from glassformer import inference, translating
 from glassformer.decoding import Decoding, context_slid, stop_reason, strategy_tokens
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param, template, verb
 from glassformer.numerics import NonFiniteError
 from glassformer.results import Record
 
@@ -153,7 +153,7 @@ def _encoded(m, texts: list[str], places: list[str]) -> dict[int, list[int]]:
             try:
                 inputs[i] = m.encode(line, window=m.cfg.arch == "decoder")
             except GlassformerError as e:
-                raise type(e)(f"{places[i]}: {e}") from None
+                raise type(e)(f"{places[i]}: {template(e)}") from None
     if not inputs:
         raise InputError("nothing to generate: every text is blank")
     return inputs
@@ -181,7 +181,7 @@ def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | Non
 
 def _check_batch_size(batch_size) -> None:
     if type(batch_size) is not int or batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {batch_size!r}")
+        raise InputError(f"{param('batch_size', batch_size)}: must be at least 1")
 
 
 def _greedy(m, model, inputs: dict, decoding, batch_size: int) -> dict:
@@ -216,7 +216,7 @@ def _greedy_batches(m, model, inputs: dict, decoding, batch_size: int, recorder=
                 args = (tok.pad_id or 0, m.bos()[0], tok.eos_id, limit)
                 news = translating.greedy_batch(model, batch, *args, **checks)
         except NonFiniteError as e:
-            raise NonFiniteError(str(e), chunk[e.row]) from None
+            raise NonFiniteError(template(e), chunk[e.row]) from None
         yield chunk, batch, news
 
 
@@ -227,7 +227,7 @@ def _one_by_one(m, inputs: dict, decoding) -> dict:
         try:
             out = m.decoded(prompt, src, decoding, window=window, quiet=True)
         except NonFiniteError as e:
-            raise NonFiniteError(str(e), i) from None
+            raise NonFiniteError(template(e), i) from None
         outs[i] = m.decode(out.ids[len(prompt) :] if src is not None else out.ids)
     return outs
 
@@ -248,22 +248,22 @@ def translations(
         )
     if beam > cfg.vocab_size:
         raise InputError(
-            f"--beam {beam} is more than the vocabulary ({cfg.vocab_size} tokens); use at "
+            f"{param('beam', beam)} is more than the vocabulary ({cfg.vocab_size} tokens); use at "
             "most the vocabulary size"
         )
     if n_best is not None and n_best > beam:
         raise InputError(
-            f"--n-best {n_best} is more than the beam width {beam}: a beam keeps at "
-            f"most {beam} candidates; add --beam {n_best}"
+            f"{param('n_best', n_best)} is more than the beam width {beam}: a beam keeps at "
+            f"most {beam} candidates; add {param('beam', n_best)}"
         )
     if not sentences:
-        raise InputError("nothing to translate: give sentences or --input FILE")
+        raise InputError(f"nothing to translate: give {param('sentences')}")
     places = places or [f"sentence {n + 1}" for n in range(len(sentences))]
     for s, place in zip(sentences, places, strict=True):
         try:
             m.encode(s)
         except GlassformerError as e:
-            raise type(e)(f"{place}: {e}") from None
+            raise type(e)(f"{place}: {template(e)}") from None
     model = m.torch(dtype or m.dtype or "float32")
     if model is None:
         raise GlassformerError(f"translate needs PyTorch, which is not installed: {INSTALL_TORCH}")
@@ -274,7 +274,7 @@ def translations(
 
 def _translated(m, model, sentences, beam, n_best, places, recorder=None) -> Iterator:
     cut: set[int] = set()  # sentences that reached max_len before an end token
-    checks = dict(cut=cut, params=m.params, fix="try --dtype float64")
+    checks = dict(cut=cut, params=m.params, fix=f"try {param('dtype', 'float64')}")
     if recorder is not None:
         checks["recorder"] = recorder
     if n_best:
@@ -352,17 +352,19 @@ def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_
     from glassformer.recording import Recorder, select_steps
 
     if type(top_k) is not int or top_k < 0:
-        raise InputError(f"--record-top-k must be an integer >= 0, got {top_k!r}")
+        raise InputError(f"{param('top_tokens', top_k)}: must be an integer >= 0")
     _check_batch_size(batch_size)
     steps = select_steps(m.cfg, steps)
     if m.engine == "reference":
         raise GlassformerError(
-            "--record reads the PyTorch engine's decoding: drop --engine reference (the "
-            "reference engine's every step: glassformer explain --json)"
+            f"{verb('record')} reads the PyTorch engine's decoding: drop "
+            f"{param('engine', 'reference')} (the reference engine's every step: {verb('trace')})"
         )
     model = m.torch(m.dtype or "float64")
     if model is None:
-        raise GlassformerError(f"--record reads the PyTorch engine's decoding: {INSTALL_TORCH}")
+        raise GlassformerError(
+            f"{verb('record')} reads the PyTorch engine's decoding: {INSTALL_TORCH}"
+        )
     places = places or [f"text {n + 1}" for n in range(len(texts))]
     inputs = _encoded(m, texts, places)
     recorder = Recorder(model, steps=steps, top_k=top_k)

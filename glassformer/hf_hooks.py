@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from glassformer import hf, hf_llama
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 
 # transformers' class for each family the hf engine covers, and the table naming its modules.
 _LLAMA = [(ours, theirs, "linear") for ours, theirs in hf_llama.LLAMA]
@@ -94,12 +94,12 @@ def hf_engine(m) -> Callable:
     if m.family is None:
         raise GlassformerError(
             f"the hf engine runs transformers on a Hugging Face folder; {m.name} is not one: "
-            "drop hf from --engines"
+            f"drop hf from {param('engines')}"
         )
     if m.family not in HF_FAMILIES:
         raise GlassformerError(
             f"the hf engine covers {', '.join(HF_FAMILIES)} folders, not model_type "
-            f"{m.family!r}: drop hf from --engines"
+            f"{m.family!r}: drop hf from {param('engines')}"
         )
     try:
         import torch

@@ -13,8 +13,7 @@ starts, never a silent answer made of them. `params` (the float weights) lets it
 with the reference engine, `fix` says what to do when only the lower precision overflows.
 
 PyTorch is imported only by the functions that need it, so the reference engine's paths work
-without it. Deliberately not here: reading user text or files, checks that name command-line
-flags beyond these, printing.
+without it. Deliberately not here: reading user text or files, printing.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import numpy as np
 from glassformer import numerics
 from glassformer import reference as R
 from glassformer.devices import check_device
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param
 from glassformer.recording import NOT_RECORDING
 
 DTYPES = ("float64", "float32", "int8")  # what the PyTorch engine runs inference in
@@ -36,13 +35,14 @@ def check_dtype(dtype: str, engine: str = "auto") -> None:
         raise InputError(f"unknown dtype {dtype!r}; use one of {', '.join(DTYPES)}")
     if engine == "reference":
         raise InputError(
-            f"--dtype {dtype} sets the PyTorch engine's precision, and --engine reference "
-            "is NumPy float64: drop --dtype, or use --engine torch"
+            f"{param('dtype', dtype)} sets the PyTorch engine's precision, and "
+            f"{param('engine', 'reference')} is NumPy float64: drop {param('dtype')}, or use "
+            f"{param('engine', 'torch')}"
         )
     try:
         import torch  # noqa: F401
     except ImportError:
-        raise GlassformerError(f"--dtype {dtype} needs PyTorch: {INSTALL_TORCH}") from None
+        raise GlassformerError(f"{param('dtype', dtype)} needs PyTorch: {INSTALL_TORCH}") from None
     if dtype == "int8":
         from glassformer.quantize import check_int8
 
@@ -176,7 +176,8 @@ def _torch_or_reference():
         import torch
     except ImportError:
         raise GlassformerError(
-            f"--engine torch needs PyTorch: {INSTALL_TORCH}, or use --engine reference"
+            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}, or use "
+            f"{param('engine', 'reference')}"
         ) from None
     return torch
 

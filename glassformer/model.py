@@ -9,7 +9,8 @@ command line (`cli/`) and the explorer (`serve/`) call.
 
 A `Model` holds the config, float64 weights, tokenizer, class names and its engines (made once).
 Its methods give what the commands print, with their defaults and refusals (a `GlassformerError`
-whose message is the command line's one line). Notes the commands print on stderr (an implied
+whose message is the command line's one line, naming parameters as Python does: `position=99`,
+where the command line says `--position 99`). Notes the commands print on stderr (an implied
 strategy, why a generation stopped, unknown tokens) go to `on_note` (the CLI's `note`), or to
 `Model.notes` when none was given.
 
@@ -31,14 +32,14 @@ from glassformer import reference as R
 from glassformer.arguments import checked
 from glassformer.config import Config
 from glassformer.decoding import Decoding, finish
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, Said, param
 from glassformer.inputs import utf8
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
-FIX = "try --dtype float64 or --engine reference"
+FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
 DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
@@ -125,6 +126,7 @@ class Model:
             )
 
     def note(self, message: str) -> None:
+        message = Said(message)  # Python's words; the CLI's `on_note` writes its flags
         if self._on_note is not None:
             self._on_note(message)
         elif message not in self.notes:
@@ -223,7 +225,7 @@ class Model:
                 except ImportError:
                     if self.engine == "torch":
                         raise GlassformerError(
-                            f"--engine torch needs PyTorch: {INSTALL_TORCH}"
+                            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}"
                         ) from None
                     self._engines[key] = None
                 else:
@@ -463,9 +465,7 @@ class Model:
         ids = [self.encode(t) for t in texts]
         engine = engine or ("reference" if self.engine == "reference" else "torch")
         try:
-            E = inference.embed(
-                self.cfg, self.params, ids, engine, "try --engine reference", self.device
-            )
+            E = inference.embed(self.cfg, self.params, ids, engine, numerics.REFERENCE, self.device)
         except numerics.NonFiniteError as e:
             raise e.at(f"text {e.row + 1}") from None
         return E[0] if isinstance(text, str) else E
@@ -474,7 +474,7 @@ class Model:
         """(N, n_classes) class probabilities of encoded texts (`classify`'s numbers)."""
         self.need_classifier()
         engine = engine or self.engine
-        fix = "try --engine reference"
+        fix = numerics.REFERENCE
         return inference.class_probabilities(
             self.cfg, self.params, ids, engine, fix=fix, device=self.device
         )

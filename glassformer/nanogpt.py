@@ -40,7 +40,14 @@ import numpy as np
 
 from glassformer import files
 from glassformer.config import Config
-from glassformer.errors import INSTALL_TORCH, CheckpointError, GlassformerError, TokenizerError
+from glassformer.errors import (
+    INSTALL_TORCH,
+    CheckpointError,
+    GlassformerError,
+    Said,
+    TokenizerError,
+    param,
+)
 
 CKPT_FILE = "ckpt.pt"  # nanoGPT's out_dir/ckpt.pt
 META_FILE = "meta.pkl"  # nanoGPT's data/<dataset>/meta.pkl, read beside ckpt.pt
@@ -463,9 +470,11 @@ def _tokenizer(ckpt: dict, folder: Path, cfg: Config, meta, vocab_from, tokenize
         return read_meta(beside, V)
     if V in GPT2_VOCABS:
         notes.append(
-            f"no tokenizer: a vocabulary of {V} is GPT-2's BPE (nanoGPT's default), and "
-            "glassformer bundles no GPT-2 tokenizer; give the tokenizer.json of a Hugging Face "
-            "gpt2 folder (import-nanogpt --tokenizer FILE)"
+            Said(
+                f"no tokenizer: a vocabulary of {V} is GPT-2's BPE (nanoGPT's default), and "
+                "glassformer bundles no GPT-2 tokenizer; give the tokenizer.json of a Hugging "
+                f"Face gpt2 folder ({param('nanogpt.tokenizer', text='FILE')})"
+            )
         )
         return None
     config = ckpt.get("config")
@@ -473,8 +482,11 @@ def _tokenizer(ckpt: dict, folder: Path, cfg: Config, meta, vocab_from, tokenize
     named = isinstance(dataset, str) and re.fullmatch(r"[\w.-]+", dataset) is not None
     where = f"data/{dataset}/{META_FILE}" if named else f"data/DATASET/{META_FILE}"
     notes.append(
-        f"no tokenizer: no {META_FILE} beside {CKPT_FILE}; nanoGPT keeps it in {where}: copy it "
-        "there, or give import-nanogpt --meta FILE (or --vocab-from the training text)"
+        Said(
+            f"no tokenizer: no {META_FILE} beside {CKPT_FILE}; nanoGPT keeps it in {where}: copy "
+            f"it there, or give {param('nanogpt.meta', text='FILE')} (or "
+            f"{param('nanogpt.vocab_from')} the training text)"
+        )
     )
     return None
 

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from glassformer import reference as R
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 from glassformer.trace import Trace, tracing
 
 
@@ -36,8 +36,11 @@ class NonFiniteError(GlassformerError):
 
     def at(self, place: str) -> NonFiniteError:
         """The same error with the input's place as the user knows it ("sentence 2") in front."""
-        return NonFiniteError(f"{place}: {self}", self.row)
+        return NonFiniteError(f"{place}: {self.template}", self.row)
 
+
+# What to do when only a lower precision overflows (the float64 reference engine is exact).
+REFERENCE = f"try {param('engine', 'reference')}"
 
 # Where the origin cannot be sought: the caller had no float weights for the reference engine.
 NO_WEIGHTS = "(give the float weights, params=, to find where they start)"
@@ -79,7 +82,7 @@ def origin(
     if found is None:
         return (
             "the float64 reference engine stays finite on this input, so the overflow is in a "
-            f"lower precision: {fix or 'try --engine reference'}"
+            f"lower precision: {fix or REFERENCE}"
         )
     return f"they first appear at {found[0]} ({found[1]}, reference engine)"
 

@@ -29,7 +29,7 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 from glassformer.torch_model import Transformer
 
 # Symmetric int8 over [-128, 127]: the per-channel scale torch's PerChannelMinMaxObserver
@@ -113,14 +113,14 @@ def check_int8(device: str = "cpu") -> None:
     x86 quantized kernels."""
     if str(device) != "cpu":
         raise GlassformerError(
-            f"--dtype int8 runs on the CPU only (PyTorch's int8 kernels), not on {device}; "
-            "use --dtype float32 there"
+            f"{param('dtype', 'int8')} runs on the CPU only (PyTorch's int8 kernels), not on "
+            f"{device}; use {param('dtype', 'float32')} there"
         )
     engines = torch.backends.quantized.supported_engines
     if not {"x86", "fbgemm"} & set(engines):
         raise GlassformerError(
-            "--dtype int8 needs PyTorch's x86 int8 kernels (fbgemm), which this build lacks "
-            f"(it has {', '.join(engines) or 'none'}); use --dtype float32"
+            f"{param('dtype', 'int8')} needs PyTorch's x86 int8 kernels (fbgemm), which this "
+            f"build lacks (it has {', '.join(engines) or 'none'}); use {param('dtype', 'float32')}"
         )
 
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer.errors import InputError
+from glassformer.errors import InputError, param
 
 WHITESPACE = ("␣", "⏎", "⇥", "␍")  # how `display_token` shows a space, newline, tab, CR
 # The recorder of this thread's decoding: another thread's forwards through the same (shared,
@@ -71,13 +71,15 @@ def select_steps(cfg, given: str | list[str] | None) -> list[str]:
         given = ",".join(given)
     if not isinstance(given, str):
         raise InputError(
-            f"--record-steps: give step names as a list of str or one comma-separated str, "
-            f"not {type(given).__name__}"
+            f"{param('record.steps')}: give step names as a list of str or one comma-separated "
+            f"str, not {type(given).__name__}"
         )
     names = recordable(cfg)
     parts = [p.strip() for p in given.split(",") if p.strip()]
     if not parts:
-        raise InputError("--record-steps is empty; give step names, e.g. decoder.0.out,logits")
+        raise InputError(
+            f"{param('record.steps')} is empty; give step names, e.g. decoder.0.out,logits"
+        )
     chosen: set[str] = set()
     for part in parts:
         hit = {n for n in names if fnmatch.fnmatchcase(n, part)}
@@ -85,7 +87,7 @@ def select_steps(cfg, given: str | list[str] | None) -> list[str]:
             close = difflib.get_close_matches(part, names, n=3, cutoff=0.5)
             hint = f"did you mean {', '.join(close)}? " if close else ""
             raise InputError(
-                f"--record-steps: {part!r} names no step of this model; {hint}recordable: "
+                f"{param('record.steps')}: {part!r} names no step of this model; {hint}recordable: "
                 f"decoder.L.self_attn.headH.A, decoder.L.cross_attn.headH.A (an encoder-"
                 f"decoder), decoder.L.out, decoder.output, logits (L < {cfg.n_decoder_layers}, "
                 f"H < {cfg.n_heads}; * matches any part)"
@@ -94,8 +96,10 @@ def select_steps(cfg, given: str | list[str] | None) -> list[str]:
     return [n for n in names if n in chosen]
 
 
-def _numbers(given, flag: str, n: int, what: str) -> list[int]:
-    """'0,2' (or [0, 2], or 2) -> the numbers, each refused unless 0 <= it < n; None: all."""
+def _numbers(given, name: str, n: int, what: str) -> list[int]:
+    """'0,2' (or [0, 2], or 2) -> the numbers, each refused unless 0 <= it < n; None: all.
+    name: the parameter's, in a refusal."""
+    flag, example = param(name), param(name, f"0,{n - 1}")
     if given is None:
         return list(range(n))
     if isinstance(given, (int, np.integer)):
@@ -106,7 +110,7 @@ def _numbers(given, flag: str, n: int, what: str) -> list[int]:
         got = "an empty list" if isinstance(given, (list, tuple, range)) else type(given).__name__
         raise InputError(
             f"{flag}: give numbers from 0 to {n - 1} as a list or one comma-separated str, e.g. "
-            f"{flag} 0,{n - 1}, not {got}"
+            f"{example}, not {got}"
         )
     out = []
     for part in given:
@@ -120,7 +124,7 @@ def _numbers(given, flag: str, n: int, what: str) -> list[int]:
             shown = repr(part) if isinstance(part, str) else str(part)
             raise InputError(
                 f"{flag}: {shown} is not one of this model's {what} (0 to {n - 1}); give a "
-                f"comma-separated list, e.g. {flag} 0,{n - 1}"
+                f"comma-separated list, e.g. {example}"
             )
         if int(part) not in out:
             out.append(int(part))
@@ -133,8 +137,8 @@ def alignment_heads(cfg, layers=None, heads=None) -> list[tuple[int, int]]:
     '0,2', [0, 2] or 2 (`Model.alignments`)."""
     if cfg.arch != "encoder-decoder":
         raise InputError("alignments read cross-attention: they need an encoder-decoder model")
-    ls = _numbers(layers, "--align-layers", cfg.n_decoder_layers, "decoder layers")
-    hs = _numbers(heads, "--align-heads", cfg.n_heads, "heads")
+    ls = _numbers(layers, "alignments.layers", cfg.n_decoder_layers, "decoder layers")
+    hs = _numbers(heads, "alignments.heads", cfg.n_heads, "heads")
     return [(layer, h) for layer in ls for h in hs]
 
 

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from glassformer.config import Config
-from glassformer.errors import ConfigError
+from glassformer.errors import ConfigError, param
 from glassformer.translating import translate
 
 # -- tasks: how a batch becomes a loss ----------------------------------------------------------
@@ -204,10 +204,12 @@ def _lm_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[Config
     for part, ids, tenths in (("training", train_ids, 9), ("validation", valid_ids, 1)):
         if len(ids) < need:  # (the split is by characters: tokens are about in proportion)
             raise D.DataError(
-                f"the {part} part of --data (its {'first 90%' if tenths == 9 else 'last 10%'}) "
+                f"the {part} part of {param('data')} (its "
+                f"{'first 90%' if tenths == 9 else 'last 10%'}) "
                 f"gives {len(ids)} tokens, and one batch needs a window of block_size + 1 = "
-                f"{need}: give --data of at least about {math.ceil(need * 10 / tenths)} tokens "
-                f"({len(train_ids) + len(valid_ids)} now), or a smaller --set block_size"
+                f"{need}: give {param('data')} of at least about {math.ceil(need * 10 / tenths)} "
+                f"tokens ({len(train_ids) + len(valid_ids)} now), or a smaller "
+                f"{param('TrainConfig.override', text='block_size')}"
             )
     task = Task(
         "lm",
@@ -262,8 +264,8 @@ def _classify_task(cfg: Config, tcfg, data: str, valid, tokenizer_for) -> tuple[
     valid_pairs = D.read_pairs(valid) if valid else pairs[-500:]
     train_ex, valid_ex = D.language_id(pairs), D.language_id(valid_pairs)
     for flag, ex in (
-        ("--data", train_ex),
-        ("--valid" if valid else "the last 500 pairs of --data", valid_ex),
+        (param("data"), train_ex),
+        (param("valid") if valid else f"the last 500 pairs of {param('data')}", valid_ex),
     ):
         if not ex:
             raise D.DataError(

@@ -23,7 +23,7 @@ from glassformer import interventions as I
 from glassformer import numerics, results
 from glassformer import reference as R
 from glassformer.decoding import Decoding
-from glassformer.errors import InputError
+from glassformer.errors import InputError, Said, param, verb
 from glassformer.trace import Trace, byte_size, clip, few_names, intervene, tracing
 
 
@@ -81,6 +81,12 @@ def _what_output(run: Run) -> str:
     return "class logits" if np.ndim(run.output) == 1 else "logits"
 
 
+# A decoder's text is its TEXT; only an encoder-decoder's decoder reads a target.
+_NOT_A_TARGET = (
+    f"{param('target')} is the decoder text of an encoder-decoder; for a decoder, put it in "
+    f"{param('text')}"
+)
+
 _HEAD = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.head(\d+)")
 _KV = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.kv_head(\d+)")
 _SUBLAYER = re.compile(r"(encoder|decoder)\.(\d+)\.(self_attn|cross_attn|ffn)")
@@ -108,7 +114,7 @@ def _traced(m, text, ids, target, decoding, quiet):
             gen = m.decoded(m.bos(), src, decoding, quiet=quiet)
             tgt = gen.ids
         elif isinstance(target, str):
-            tgt = m.bos() + m.encode(target, room=1, what="--target")
+            tgt = m.bos() + m.encode(target, room=1, what=param("target"))
         else:
             tgt = list(target)
         stacks = {"encoder": ("the source text", src), "decoder": ("the decoder's tokens", tgt)}
@@ -172,7 +178,7 @@ def result(m, run) -> results.Outcome:
     if run.generation is not None:
         text = m.decode(ids[n_prompt:] if cfg.arch == "encoder-decoder" else ids)
         why = stop_reason(run.generation, n_prompt, run.decoding, cfg)
-        summary = f"“{text}” ({run.decoding.strategy}; {why})"
+        summary = Said(f"“{text}” ({run.decoding.strategy}; {why.template})")
         return results.GeneratedText(ids[n_prompt:], text, summary)
     probs = R.softmax(run.output[-1])
     k = int(probs.argmax())
@@ -204,7 +210,7 @@ def interventions(names: list[str], cfg) -> dict:
         elif head:
             h = int(head[4])
             if h >= cfg.n_heads:
-                raise InputError(f"--ablate {name}: there are {cfg.n_heads} heads per layer")
+                raise InputError(f"{_named(name)}: there are {cfg.n_heads} heads per layer")
             fns |= I.ablate_head(int(head[2]), h, stack=head[1], kind=head[3])
         elif sub and sub[3] == "ffn":
             fns |= I.ablate_ffn(int(sub[2]), stack=sub[1])
@@ -225,12 +231,12 @@ def _kv_head(name: str, kv, cfg) -> int:
     g = int(kv[4])
     if _group(cfg) == 1:
         raise InputError(
-            f"--ablate {name}: this model's heads have their own K and V (n_kv_heads = n_heads): "
+            f"{_named(name)}: this model's heads have their own K and V (n_kv_heads = n_heads): "
             f"ablate a head, {kv[1]}.{kv[2]}.{kv[3]}.head{g}"
         )
     if g >= cfg.kv_heads:
         raise InputError(
-            f"--ablate {name}: there are {cfg.kv_heads} K/V heads per layer (0..{cfg.kv_heads - 1})"
+            f"{_named(name)}: there are {cfg.kv_heads} K/V heads per layer (0..{cfg.kv_heads - 1})"
         )
     return g
 
@@ -260,18 +266,23 @@ def notes(names: list[str], cfg) -> list[str]:
     return out
 
 
+def _named(name: str) -> str:
+    """One of the names an ablation is given, as a message refers to it."""
+    return param("names", name)
+
+
 def _check_layer(name: str, match, cfg) -> None:
     stack, layer = match[1], int(match[2])
     layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
     if not (cfg.has_encoder if stack == "encoder" else cfg.has_decoder):
         raise InputError(
-            f"--ablate {name}: this {cfg.arch} model has no {stack}; names start with "
+            f"{_named(name)}: this {cfg.arch} model has no {stack}; names start with "
             f"{'decoder' if stack == 'encoder' else 'encoder'}."
         )
     if layer >= layers:
-        raise InputError(f"--ablate {name}: the {stack} has {layers} layers (0..{layers - 1})")
+        raise InputError(f"{_named(name)}: the {stack} has {layers} layers (0..{layers - 1})")
     if match[3] == "cross_attn" and cfg.arch != "encoder-decoder":
-        raise InputError(f"--ablate {name}: only an encoder-decoder has cross_attn")
+        raise InputError(f"{_named(name)}: only an encoder-decoder has cross_attn")
 
 
 def names(cfg) -> list[str]:
@@ -302,9 +313,9 @@ def unknown_name(name: str, cfg, trace) -> str:
     hint = f"; did you mean {', '.join(close)}?" if close else ""
     example = next((n for n in reversed(names(cfg)) if _HEAD.fullmatch(n)), "decoder.0.ffn")
     return (
-        f"--ablate {name}: no head, sublayer or step of this model has that name{hint} (a head "
+        f"{_named(name)}: no head, sublayer or step of this model has that name{hint} (a head "
         f"is like {example}, a sublayer STACK.LAYER.self_attn, cross_attn or ffn, counted from "
-        "0; any step name of `explain --json`, or a glob of them, works too)"
+        f"0; any step name of `{verb('trace')}`, or a glob of them, works too)"
     )
 
 
@@ -341,7 +352,7 @@ def ablation(m, run, ablate: list[str]) -> results.Ablation:
     largest logit change, and (when the run generated its output) the output generated again
     with and without it; a classifier's, each class's probability before and after by name
     ({"classes": `class_change`'s rows}) in place of the positions."""
-    _predicting(m, "--ablate and --patch-from")
+    _predicting(m, f"{verb('ablate')} and {verb('patch')}")
     fns = interventions(ablate, m.cfg)
     forward = _forward(m)
     src = run.src if m.cfg.arch == "encoder-decoder" else None
@@ -394,16 +405,16 @@ def patching(m, run, clean_text: str) -> results.Patching:
     differ. A classifier's metric is the logit difference between the clean run's class and
     this run's, and its "classes" are each class's probability in this run (before) and in the
     clean run (after: what restoring everything would give)."""
-    _predicting(m, "--ablate and --patch-from")
+    _predicting(m, f"{verb('ablate')} and {verb('patch')}")
     forward, ids = _forward(m), run.ids
     room = 1 if m.cfg.arch == "encoder-decoder" else 0
-    other = m.encode(clean_text, room=room, what="--patch-from")
+    other = m.encode(clean_text, room=room, what=param("clean"))
     if m.cfg.arch == "encoder-decoder":
         clean, corrupted = (other, ids), (run.src, ids)
     else:
         if len(other) != len(ids):
             raise InputError(
-                f"--patch-from has {len(other)} tokens but the text has {len(ids)}: patching "
+                f"{param('clean')} has {len(other)} tokens but the text has {len(ids)}: patching "
                 f"{'an encoder' if m.cfg.arch == 'encoder' else 'a decoder'}'s heads position "
                 "by position needs the same number of tokens"
             )
@@ -415,7 +426,7 @@ def patching(m, run, clean_text: str) -> results.Patching:
     if not differs:
         raise InputError(
             "the two inputs predict the same token at every position: nothing to restore; "
-            "choose a --patch-from text that changes the prediction"
+            f"choose a {param('clean')} text that changes the prediction"
         )
     t = differs[0]
     g, b = int(good[t].argmax()), int(bad[t].argmax())
@@ -437,8 +448,8 @@ def _class_patching(
     g, b = int(good.argmax()), int(bad.argmax())
     if g == b:
         raise InputError(
-            f"both inputs are classified {names[g]}: nothing to restore; choose a --patch-from "
-            "text of another class"
+            f"both inputs are classified {names[g]}: nothing to restore; choose a "
+            f"{param('clean')} text of another class"
         )
     metric = lambda z: float(z[g] - z[b])  # noqa: E731
     table = I.patch_heads(forward, clean, ids, metric, stack="encoder", kind="self_attn")
@@ -462,7 +473,7 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
             "an encoder-decoder (explain shows an encoder's every step)"
         )
     if target is not None:
-        return ids, m.bos() + m.encode(target, room=1, what="--target")
+        return ids, m.bos() + m.encode(target, room=1, what=param("target"))
     from glassformer.decoding import greedy
 
     step = m.step(ids, reference=True, fix=None)
@@ -470,15 +481,16 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
     return ids, gen.ids[:-1] if gen.stopped_at_eos else gen.ids
 
 
-def token_id(m, text: str, flag: str) -> int:
-    """The one token `text` is (--dla, --versus)."""
-    if not isinstance(text, str) or not m.utf8(text, flag):
-        raise InputError(f"{flag} is empty: give one token")
+def token_id(m, text: str, name: str) -> int:
+    """The one token `text` is (the parameter `name`: dla, versus)."""
+    if not isinstance(text, str) or not m.utf8(text, param(name)):
+        raise InputError(f"{param(name)} is empty: give one token")
     ids = m.need_tokenizer().encode(text)
     if len(ids) != 1:
         pieces = m.readable(ids)
         raise InputError(
-            f"{flag} {text!r} is {len(ids)} tokens ({' '.join(pieces)}); give one token"
+            f"{param(name, text=repr(text))} is {len(ids)} tokens ({' '.join(pieces)}); give one "
+            "token"
         )
     return ids[0]
 
@@ -490,25 +502,25 @@ def lens(
     from glassformer import lens as L
 
     if target is not None and m.cfg.arch == "decoder":
-        raise InputError(
-            "--target is the decoder text of an encoder-decoder; for a decoder, put it in TEXT"
-        )
+        raise InputError(_NOT_A_TARGET)
     if dla is None and versus is not None:
         raise InputError(
-            "--versus subtracts a token's logit in --dla's attribution: give --dla TOKEN too, "
-            "or drop --versus"
+            f"{param('versus', versus, flag_alone=True)} subtracts a token's logit in "
+            f"{param('dla')}'s attribution: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('versus')}"
         )
     if dla is None and position is not None:
         raise InputError(
-            "--position chooses the position --dla explains: give --dla TOKEN too, or drop "
-            "--position"
+            f"{param('position', position, flag_alone=True)} chooses the position "
+            f"{param('dla')} explains: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('position')}"
         )
     src, ids = decoder_input(m, text, target)
     position = -1 if position is None else position
     if not -len(ids) <= position < len(ids):
         raise InputError(
-            f"--position {position}: the decoder reads {len(ids)} tokens, so a position is in "
-            f"0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
+            f"{param('position', position)}: the decoder reads {len(ids)} tokens, so a position "
+            f"is in 0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
         )
     with tracing() as trace:
         logits = R.forward(m.params, m.cfg, ids, src_ids=src)
@@ -518,8 +530,8 @@ def lens(
         m.readable(ids), table.to_dict(tokens=m.readable(range(m.cfg.vocab_size)))
     )
     if dla is not None:
-        token = token_id(m, dla, "--dla")
-        other = token_id(m, versus, "--versus") if versus is not None else None
+        token = token_id(m, dla, "dla")
+        other = token_id(m, versus, "versus") if versus is not None else None
         d = L.direct_logit_attribution(trace, m.params, m.cfg, token, other, position)
         result.dla = d.to_dict() | {"token": dla, "versus": versus}
     return result
@@ -545,18 +557,17 @@ def attribute(
 
     cfg = m.cfg
     if target is not None and cfg.arch == "decoder":
-        raise InputError(
-            "--target is the decoder text of an encoder-decoder; for a decoder, put it in TEXT"
-        )
+        raise InputError(_NOT_A_TARGET)
     if steps is not None and method != "integrated_gradients":
         raise InputError(
-            f"--steps sets integrated gradients' nodes, and {method.replace('_', ' ')} has none: "
-            "drop --steps"
+            f"{param('attribute.steps', steps, flag_alone=True)} sets integrated gradients' "
+            f"nodes, and {method.replace('_', ' ')} has none: drop {param('attribute.steps')}"
         )
     if max_new_tokens is not None and cfg.arch == "encoder-decoder":
         raise InputError(
-            "--max-new-tokens sets how many tokens a decoder predicts; an encoder-decoder's are "
-            "its translation (or --target): drop it"
+            f"{param('max_new_tokens', max_new_tokens, flag_alone=True)} sets how many tokens a "
+            "decoder predicts; an encoder-decoder's are its translation (or "
+            f"{param('target')}): drop it"
         )
     steps = 64 if steps is None else steps
     base = None if baseline is None else baseline_id(m, baseline, method)
@@ -583,11 +594,12 @@ def attribute(
     if base is not None:
         out.baseline = m.readable([base])[0]
     elif method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
-        out.note = (
+        out.note = Said(
             "this model adds no position vectors, so the baseline (every token embedding 0) is an "
             "all-zero input, where its norms jump (each scales a vanishing row by up to 1/√ε): "
-            "the integral cannot be resolved and the completeness error stays large at any "
-            "--steps; give a token's embedding as the baseline instead (--baseline TOKEN, e.g. "
+            f"the integral cannot be resolved and the completeness error stays large at any "
+            f"{param('attribute.steps')}; give a token's embedding as the baseline instead "
+            f"({param('baseline', text='TOKEN')}, e.g. "
             f"{m.tok.specials.get('pad') or m.tok.vocab[0]!r}), or use gradient_x_input"
         )
     return out
@@ -596,7 +608,9 @@ def attribute(
 def baseline_id(m, token, method: str) -> int:
     """Integrated gradients' baseline token: an id, a vocabulary piece, or `#id`."""
     if method != "integrated_gradients":
-        raise InputError(f"--baseline is integrated gradients'; {method} has none: drop it")
+        raise InputError(
+            f"{param('baseline')} is integrated gradients'; {method} has none: drop it"
+        )
     vocab = m.tok.vocab
     if isinstance(token, int) and not isinstance(token, bool):
         return token  # (the range is checked by attribution)
@@ -607,6 +621,7 @@ def baseline_id(m, token, method: str) -> int:
     close = difflib.get_close_matches(str(token), vocab, n=3)
     hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
     raise InputError(
-        f"--baseline {token!r} is not a piece of the vocabulary{hint}: give a token as the "
+        f"{param('baseline', text=repr(token))} is not a piece of the vocabulary{hint}: give a "
+        "token as the "
         "vocabulary spells it, or #ID"
     )

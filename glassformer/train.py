@@ -34,7 +34,7 @@ from glassformer import files, interrupts, weights
 from glassformer import views as views_
 from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
-from glassformer.errors import CheckpointError, ConfigError, Interrupted
+from glassformer.errors import CheckpointError, ConfigError, Interrupted, param
 from glassformer.tasks import Task, _next_batch, batch_loss, default_evaluate
 from glassformer.torch_model import Transformer, from_params, init_weights, to_params
 
@@ -116,7 +116,7 @@ class TrainConfig:
         if self.view_every and not self.snapshot_views:
             raise ConfigError(
                 "view_every is the interval between recorded views and needs snapshot_views, "
-                "the probe text: give --snapshot-views TEXT"
+                f"the probe text: give {param('snapshot_views', text='TEXT')}"
             )
 
     @property
@@ -183,7 +183,8 @@ def check_steps_left(out: str | Path, step: int, max_steps: int) -> None:
     if step >= max_steps:
         raise CheckpointError(
             f"the run in {out} is at step {step} and max_steps is {max_steps}: nothing to train; "
-            f"give --set max_steps=N with N > {step} to continue it, or start a new --out"
+            f"give {param('TrainConfig.override', 'max_steps=N')} with N > {step} to continue "
+            f"it, or start a new {param('out')}"
         )
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from glassformer import decoding, numerics
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, template
 from glassformer.inference import padded
 from glassformer.recording import NOT_RECORDING
 
@@ -172,7 +172,7 @@ def _decoded(
                     )
                     ended = [len(o) < limit - 1 for o in outs]  # fewer tokens: it stopped at EOS
             except numerics.NonFiniteError as e:  # its row: the batch's; the sentence's here
-                raise numerics.NonFiniteError(str(e), chunk[e.row]) from None
+                raise numerics.NonFiniteError(template(e), chunk[e.row]) from None
             recorder.finish(chunk, batch, results if beam > 1 or keep_beams else outs)
             done.update(zip(chunk, outs, strict=True))
             if cut is not None:

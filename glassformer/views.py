@@ -39,7 +39,7 @@ import numpy as np
 
 from glassformer import files
 from glassformer.decoding import Decoding
-from glassformer.errors import CheckpointError, ConfigError, GlassformerError
+from glassformer.errors import CheckpointError, ConfigError, GlassformerError, param
 
 VIEWS_FILE = "views.safetensors"
 MAX_FRAMES = 128
@@ -167,7 +167,7 @@ class Recorder:
             raise ConfigError(
                 f"the probe text's attention maps take {_size(frame.nbytes)} a frame, more than "
                 f"{_size(MAX_BYTES // 8)} (an eighth of the views' bound): give a shorter "
-                "--snapshot-views text"
+                f"{param('snapshot_views')} text"
             )
         self.frames.append(frame)
         while len(self.frames) > MAX_FRAMES or sum(f.nbytes for f in self.frames) > MAX_BYTES:
@@ -286,7 +286,7 @@ def resumed(folder: str | Path, text: str) -> Views | None:
     if views is not None and views.text != text:
         raise GlassformerError(
             f"{Path(folder) / VIEWS_FILE} holds views of {views.text!r}, not of {text!r}: "
-            "resume with the same --snapshot-views text (or start a new --out)"
+            f"resume with the same {param('snapshot_views')} text (or start a new {param('out')})"
         )
     return views
 

@@ -29,6 +29,7 @@ from glassformer.errors import (
     GlassformerError,
     InputError,
     OutputExists,
+    param,
     yes_or_no,
 )
 from glassformer.files import FileError, kind, member, read_json, write_directory
@@ -481,11 +482,12 @@ def average_snapshots(path: str | Path, cfg: Config, k: int) -> tuple[dict, list
     (Vaswani et al. 2017 average the last 5 checkpoints): (params, the steps averaged)."""
     steps = snapshot_steps(path)
     if k < 1:
-        raise GlassformerError(f"--average must be >= 1, got {k}")
+        raise GlassformerError(f"{param('average_snapshots.k')} must be >= 1, got {k}")
     if len(steps) < k:
         raise CheckpointError(
             f"{path} keeps {len(steps)} weight snapshot(s), fewer than the {k} to average; "
-            "train with --set keep_snapshots=K (one is kept at every evaluation) or average fewer"
+            f"train with {param('TrainConfig.override', 'keep_snapshots=K')} (one is kept at every "
+            "evaluation) or average fewer"
         )
     chosen = steps[-k:]
     total = None

@@ -216,10 +216,10 @@ for name, kwargs, match, argv, says in [
      [*GEN, "--max-new-tokens", "0"], "--max-new-tokens must be at least 1, got 0"),
     ("temperature=0", dict(temperature=0), "temperature=0: must be a finite number > 0",
      [*GEN, "--temperature", "0"], "temperature must be a finite number > 0, got 0.0"),
-    ("beam_width past the vocabulary", dict(beam_width=1000), "--beam-width 1000 is more than the "
+    ("beam_width past the vocabulary", dict(beam_width=1000), "beam_width=1000 is more than the "
      "vocabulary", [*GEN, "--beam-width", "1000"], "--beam-width 1000 is more than the vocabulary"),
     ("greedy with a temperature", dict(strategy="greedy", temperature=0.5), "does nothing with "
-     "--strategy greedy", [*GEN, "--strategy", "greedy", "--temperature", "0.5"], "does nothing"),
+     "strategy='greedy'", [*GEN, "--strategy", "greedy", "--temperature", "0.5"], "does nothing"),
     ("unknown option", dict(topk=3), "unexpected keyword argument 'topk'", None, ""),
     ("decoding a dict", dict(decoding={"strategy": "beam"}), "decoding=<dict>: must be a "
      "glassformer.Decoding", None, ""),

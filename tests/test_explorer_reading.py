@@ -549,6 +549,7 @@ CLI_SAYS = {"budget": "stopped after --max-new-tokens", "eos": "stopped at EOS",
 
 
 def test_generation_tells_why_it_stopped_as_the_command_line_does(tmp_path):
+    from glassformer.cli import flags
     from glassformer.serve import generation
 
     assert main(["init", str(tmp_path / "short"), "--preset", "hello-world", "--set",
@@ -564,7 +565,7 @@ def test_generation_tells_why_it_stopped_as_the_command_line_does(tmp_path):
         want = m.decoded(prompt, src, how, window=window, quiet=True)
         assert g["ids"] == want.ids and g["stop"]["kind"] == kind
         said = decoding.stop_reason(want, len(prompt), how, m.cfg)  # the command line's note
-        assert said.startswith(CLI_SAYS[kind])
+        assert flags.said(said).startswith(CLI_SAYS[kind])
 
 
 def test_each_beam_node_has_the_distribution_its_token_came_from_and_the_winner_is_told():

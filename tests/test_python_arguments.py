@@ -77,16 +77,17 @@ def test_every_parameter_has_a_row(key, fn):
 
 def test_the_command_line_types_are_the_table_s():
     """Each number option's argparse type refuses what the library refuses, at both sides of its
-    bound, in the command line's words (the row's `cli` name, else its flag)."""
+    bound, in the command line's words (its `ARGPARSE_NAMES` name, else its flag)."""
     import argparse
 
     from glassformer.argument_kinds import Call, Int, Real
     from glassformer.cli.common import option_type
+    from glassformer.cli.flags import ARGPARSE_NAMES, FLAGS
 
     names = [
         n
         for n, r in arguments.ARGS.items()
-        if isinstance(r, Int | Real) and r.flag and (r.low is not None or isinstance(r, Real))
+        if isinstance(r, Int | Real) and n in FLAGS and (r.low is not None or isinstance(r, Real))
     ]
     assert {"beam", "n_best", "max_new_tokens", "limit", "top_k", "seed"} <= set(names)
     for name in names:
@@ -104,7 +105,7 @@ def test_the_command_line_types_are_the_table_s():
                 cli = True
             except argparse.ArgumentTypeError as e:
                 cli = False
-                assert (r.cli or r.flag) in str(e), (name, str(e))
+                assert (ARGPARSE_NAMES.get(name) or FLAGS[name]) in str(e), (name, str(e))
             assert library == cli, (name, value)
 
 

@@ -30,6 +30,7 @@ from table import ENV, ROOT
 import glassformer
 from glassformer import preset, weights
 from glassformer.cli import main
+from glassformer.cli.flags import said
 from glassformer.decoding import Decoding
 from glassformer.model import Model
 from glassformer.tokenizer import WordTokenizer, from_json
@@ -196,7 +197,7 @@ def test_the_pieces_come_as_the_tokens_are_chosen(models):
     finally:
         del m.step
     assert len(rest) == 7 and len(calls) == 12
-    assert m.notes == ["stopped after --max-new-tokens 12"]
+    assert m.notes == ["stopped after max_new_tokens=12"]  # Python's words
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ def test_the_command_prints_what_generate_returns(models, kind, argv, options, c
     out, err = capsys.readouterr()
     m.notes.clear()
     assert out == m.generate(text, **options) + "\n"
-    assert err == "".join(f"glassformer: note: {n}\n" for n in m.notes)
+    assert err == "".join(f"glassformer: note: {said(n)}\n" for n in m.notes)  # the CLI's words
 
 
 # -- the command line, interrupted while it prints ----------------------------------------------

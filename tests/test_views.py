@@ -112,7 +112,7 @@ def test_a_resumed_run_records_the_views_of_an_uninterrupted_one(tmp_path):
             np.testing.assert_array_equal(a.maps[name], b.maps[name])
     cfg, task, _ = _job(tmp_path)
     other = TrainConfig(**{**tcfg.__dict__, "snapshot_views": "another text", "max_steps": 20})
-    with pytest.raises(glassformer.errors.GlassformerError, match="same --snapshot-views"):
+    with pytest.raises(glassformer.errors.GlassformerError, match="same snapshot_views"):
         train(cfg, other, task, tmp_path / "cut", resume=True)
 
 
@@ -138,7 +138,7 @@ def test_frames_stay_within_their_bounds(tmp_path, monkeypatch):
     ]
     monkeypatch.setattr(views, "MAX_BYTES", 8 * 1100)  # the probe's one frame is too big
     cfg, task, tcfg = _job(tmp_path)
-    with pytest.raises(ConfigError, match="1,152 bytes a frame.*shorter --snapshot-views"):
+    with pytest.raises(ConfigError, match="1,152 bytes a frame.*shorter snapshot_views"):
         train(cfg, tcfg, task, tmp_path / "long")
 
 

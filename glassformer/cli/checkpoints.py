@@ -30,6 +30,7 @@ from glassformer.cli.common import (
     real,
     threads_arg,
 )
+from glassformer.cli.flags import said
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
 from glassformer.opening import load, with_params
@@ -335,7 +336,7 @@ def _write_import(args, imp, what: str) -> int:
     for name, reason in imp.skipped.items():
         print(f"  left out {name}: {reason}")
     for line in imp.notes:
-        print(f"  {line}")
+        print(f"  {said(line)}")
     return 0
 
 

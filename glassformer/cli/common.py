@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer import files, interrupts, weights
+from glassformer.cli.flags import ARGPARSE_NAMES, flag, said
 from glassformer.config import PRESETS
 from glassformer.devices import use_threads
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
@@ -36,9 +37,9 @@ def run(args) -> int:
     NOTES.clear()
     try:
         if getattr(args, "threads", None) is not None:  # the process's, before any work
-            said = use_threads(args.threads)
-            if said is not None:
-                note(said)
+            told = use_threads(args.threads)  # (a note when BLAS's threads cannot be set)
+            if told is not None:
+                note(told)
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
             code = args.func(args) or 0
         sys.stdout.flush()
@@ -46,7 +47,7 @@ def run(args) -> int:
             print(f"glassformer: note: {line}", file=sys.stderr)
         return code
     except GlassformerError as e:
-        print(f"glassformer: error: {e}", file=sys.stderr)
+        print(f"glassformer: error: {said(e)}", file=sys.stderr)
         return EXIT_USAGE
     except ModuleNotFoundError as e:  # an optional dependency, imported where it is needed
         extra = EXTRAS.get((e.name or "").split(".")[0])
@@ -59,7 +60,7 @@ def run(args) -> int:
         )
         return EXIT_USAGE
     except Interrupted as e:  # the work so far was saved; the message says how to continue
-        print(f"glassformer: {e}", file=sys.stderr)
+        print(f"glassformer: {said(e)}", file=sys.stderr)
         return 128 + e.signum
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM (interrupts.Stopped), anywhere in it
         signum = interrupts.acted_on(e)
@@ -87,7 +88,9 @@ NOTES: list[str] = []
 
 def note(message: str) -> None:
     """A one-line note for stderr: what the command decided for the user, said once, after its
-    output (and not at all when it is refused: a refusal is its one error line)."""
+    output (and not at all when it is refused: a refusal is its one error line), in the command
+    line's words (`flags.said`)."""
+    message = said(message)
     if message not in NOTES:
         NOTES.append(message)
 
@@ -188,10 +191,10 @@ def option_type(name: str):
     `glassformer.arguments.ARGS` (one range for both, in the command line's words)."""
     from glassformer.arguments import ARGS, Int
 
-    r = ARGS[name]
+    r, called = ARGS[name], ARGPARSE_NAMES.get(name) or flag(name)
     if isinstance(r, Int):
-        return integer(r.cli or r.flag, r.low, r.below, says=r.says)
-    return real(r.cli or r.flag, r.low, r.high, says=r.says)
+        return integer(called, r.low, r.below, says=r.says)
+    return real(called, r.low, r.high, says=r.says)
 
 
 SEED = option_type("seed")

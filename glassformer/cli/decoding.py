@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 
 from glassformer.cli.common import SEED, option_type
+from glassformer.cli.flags import flag, said
 from glassformer.decoding import BEAM_OPTIONS, SAMPLING_OPTIONS, STRATEGY_RULE, Decoding
 
 
 def decoding_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("decoding", STRATEGY_RULE)
+    g = p.add_argument_group("decoding", said(STRATEGY_RULE))
     g.add_argument(
         "--strategy",
         choices=["greedy", "sample", "beam"],
@@ -35,14 +36,10 @@ def decoding_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def given_decoding_options(args) -> list[str]:
     """The decoding options the user gave (as flags), --strategy included."""
     names = ["strategy", *SAMPLING_OPTIONS, *BEAM_OPTIONS]
-    return [_flag(n) for n in names if getattr(args, n) is not None]
+    return [flag(n) for n in names if getattr(args, n) is not None]
 
 
 def decoding(args) -> Decoding:

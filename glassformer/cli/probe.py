@@ -17,6 +17,7 @@ from glassformer.cli.common import (
     threads_arg,
     write_outputs,
 )
+from glassformer.cli.flags import said
 
 
 def add_parsers(sub) -> None:
@@ -168,6 +169,8 @@ def cmd_attribute(args) -> int:
         baseline=args.baseline,
     )
     out = m.attribute(args.text, target=args.target, **options)
+    if out.note:  # in the command line's words, printed or written
+        out.note = said(out.note)
 
     def page() -> str:
         from glassformer.explain import html_touch as H

@@ -16,6 +16,7 @@ from glassformer.cli.common import (
     write_outputs,
 )
 from glassformer.cli.decoding import decoding, decoding_args, given_decoding_options
+from glassformer.cli.flags import said
 from glassformer.errors import GlassformerError
 from glassformer.explain.text import render, render_result, render_tokens
 from glassformer.inputs import utf8
@@ -181,6 +182,7 @@ def cmd_explain(args) -> int:
         },
         "result": m.result(run).to_dict(),
     }
+    told["result"]["summary"] = said(told["result"]["summary"])  # in the command line's words
     if args.ablate or args.patch_from is not None:
         told["interventions"] = _touch(args, m, run)
     kind = m.token_kind

@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from glassformer import files
-from glassformer.errors import OutputExists, yes_or_no
+from glassformer.errors import OutputExists, param, yes_or_no
 from glassformer.exercises.base import Exercise
 from glassformer.exercises.catalogue import EXERCISES, exercise
 
@@ -61,7 +61,8 @@ def start(number, folder: str | Path = ".", overwrite: bool = False) -> Path:
     path = Path(folder) / ex.filename
     if path.exists() and not yes_or_no(overwrite):
         raise OutputExists(
-            f"{path} already exists (your work?); give --overwrite to replace it with a fresh "
+            f"{path} already exists (your work?); give {param('overwrite', True)} to replace it "
+            "with a fresh "
             "stub, or choose another folder"
         )
     return files.write_file(path, stub(ex).encode("utf-8"))

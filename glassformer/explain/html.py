@@ -41,7 +41,7 @@ import re
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 from glassformer.explain.html_pieces import (
     LEGEND,
     SHRUNK_SIDE,
@@ -131,7 +131,8 @@ def render_html(
         shrink = page.plan(max_bytes - fixed - 300 * len(page.maps))
     raise GlassformerError(
         f"the report would be {size / 1e6:.1f} MB, over its {max_bytes / 1e6:g} MB bound even "
-        "with its heatmaps reduced; choose fewer blocks and heads, e.g. --layers 0 --heads 0"
+        "with its heatmaps reduced; choose fewer blocks and heads, e.g. "
+        f"{param('report.layers', 0)} {param('report.heads', 0)}"
     )
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 from glassformer.explain.html import SMALL
 from glassformer.explain.select import KVGroups, attention_maps, head_of, select_steps
 from glassformer.tokenizer.display import display_tokens
@@ -35,7 +35,9 @@ def write_attention_pngs(
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError:
-        raise GlassformerError("--png needs matplotlib: pip install matplotlib") from None
+        raise GlassformerError(
+            f"{param('write_attention_pngs')} needs matplotlib: pip install matplotlib"
+        ) from None
     maps = attention_maps(select_steps(trace, layers, heads))
     out = Path(out_dir)
     try:

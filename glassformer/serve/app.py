@@ -42,7 +42,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 from glassformer.explain.html_pieces import asset
 from glassformer.serve.api import Explorer, dumps
 from glassformer.serve.deadlines import (
@@ -388,7 +388,7 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         raise GlassformerError(
-            f"cannot listen on {host}:{port} ({e.strerror or e}); choose another --port "
+            f"cannot listen on {host}:{port} ({e.strerror or e}); choose another {param('port')} "
             "(0 picks a free one)"
         ) from None
     sock.listen(128)
