@@ -19,7 +19,7 @@ import numpy as np
 from glassformer import files, interrupts, weights
 from glassformer.config import PRESETS
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
-from glassformer.model import DTYPES, check_dtype
+from glassformer.model import DTYPES, Model, check_dtype
 
 EXIT_USAGE = 2
 # The optional dependencies, each with the extra that installs it (pyproject.toml).
@@ -259,10 +259,8 @@ def config_args(p: argparse.ArgumentParser) -> None:
 def load_model(path: str, engine: str = "auto", dtype: str | None = None):
     """A checkpoint or Hugging Face folder that can take text, as a `glassformer.model.Model`
     whose notes are the command's."""
-    from glassformer.opening import load
-
-    m = load(path, engine=engine, dtype=dtype, on_note=note)
-    m.need_tokenizer()
+    m = Model.load(path, engine=engine, dtype=dtype, on_note=note)
+    m.runtime.need_tokenizer()
     return m
 
 
