@@ -42,7 +42,7 @@ ARCHS = {
 
 @pytest.fixture(scope="module")
 def tok():
-    return load(CHAR_LM).tok
+    return load(CHAR_LM).tokenizer
 
 
 def small(arch: str, tok) -> Model:

@@ -1,6 +1,6 @@
 """Using a model on text: `generate` (greedy, sampling or beam search from either engine) and
 `translate` (sentences through an encoder-decoder): argparse -> `Model.generate` / `Model.record`
-/ `Model.translations` / `Model.alignments` -> print (and the records' JSON lines).
+/ `Runtime.translations` / `Model.alignments` -> print (and the records' JSON lines).
 """
 
 from __future__ import annotations
