@@ -2,7 +2,7 @@
 (`models/en-es`) on all 1,000 `eng-spa-valid` sentences, beam 4, batches of 64, with and without
 recording its cross-attention, alternated in one process. Goal: at most 1.3x the time.
 
-"without": `Model.translations` as `glassformer translate` runs it. "with": the same call with
+"without": `Runtime.translations` as `glassformer translate` runs it. "with": the same call with
 `align=` every (layer, head) pair, as `translate --alignments` runs it: `recording.Recorder`'s
 forward hooks on the fast path (the KV cache, SDPA) recompute each new token's cross-attention
 row, follow the chosen hypothesis through the beam, and each sentence's JSON line is built
@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's glassformer
 
 from glassformer import recording  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
-from glassformer.opening import load  # noqa: E402
+from glassformer.model import Model  # noqa: E402
 
 MODEL = ROOT / "models" / "en-es"
 
@@ -41,17 +41,17 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
-    m = load(MODEL, dtype=args.dtype, on_note=lambda _: None)
+    m = Model.load(MODEL, dtype=args.dtype, on_note=lambda _: None)
     sources = [s for s, _ in read_pairs("eng-spa-valid")][: args.limit]
     pairs = recording.alignment_heads(m.cfg, None, None)
 
     def plain():
-        return list(m.translations(sources, beam=args.beam, dtype=args.dtype))
+        return list(m.runtime.translations(sources, beam=args.beam, dtype=args.dtype))
 
     def aligned():
         from glassformer import generating
 
-        out = generating.translations(m, sources, args.beam, None, args.dtype, None, pairs)
+        out = generating.translations(m.runtime, sources, args.beam, None, args.dtype, None, pairs)
         return [(t, json.dumps(a, ensure_ascii=False)) for t, a in out]
 
     a, b = plain(), aligned()  # the warm-up, and the check that recording changes nothing

@@ -28,9 +28,13 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`glassformer.load` (`glassformer.opening`), `Model` (`glassformer.model`), `Decoding`
+    """`glassformer.load` (`Model.load`), `Model` (`glassformer.model`), `Decoding`
     (`glassformer.decoding`) and `glassformer.exercises`, imported on first use."""
-    homes = {"load": "opening", "Model": "model", "Decoding": "decoding"}
+    if name == "load":
+        from glassformer.model import Model
+
+        return Model.load
+    homes = {"Model": "model", "Decoding": "decoding"}
     if name in homes:
         import importlib
 

@@ -376,7 +376,7 @@ class Params(Arg):
     def check(self, value, name: str, at: Call) -> None:
         from glassformer import inputs
 
-        cfg = at.arguments.get("cfg") or at.arguments["m"].cfg
+        cfg = at.arguments.get("cfg") or at.model.cfg  # `Model(...)`, or `m.with_params(...)`
         inputs.params(value, cfg)
         for k, v in value.items():
             if not isinstance(k, str):
@@ -424,7 +424,6 @@ def named(*classes: str):
 
 
 run_type = named("glassformer.touch.Run")
-model_type = named("glassformer.model.Model")
 engine_type = named("glassformer.engine_diff.Engine")
 
 

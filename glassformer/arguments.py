@@ -1,15 +1,16 @@
 """The arguments of the Python API, checked where they enter: `ARGS`, one table of every parameter
-that a public `Model` method, `glassformer.load` or `with_params` takes (its kind and its range),
-and `checked` / `entry`, which check a call against it before any work. A bad argument is one
-`InputError` line naming the parameter as Python spells it (`beam=0: must be at least 1`), so
-that only a `GlassformerError` leaves for bad input, and what the command line refuses the
-library refuses too: the command line's argparse types are made from the same rows
+that a public method of `Model` (`Model.load` = `glassformer.load` included) or of its `Runtime`
+takes (its kind and its range), and `checked` / `entry`, which check a call against it before any
+work. A bad argument is one `InputError` line naming the parameter as Python spells it (`beam=0:
+must be at least 1`), so that only a `GlassformerError` leaves for bad input, and what the command
+line refuses the library refuses too: the command line's argparse types are made from the same rows
 (`cli/common.option_type`, named by its flags in `cli/flags.py`), with the wording its messages
 always had.
 
-A row is found as "method.parameter" first, then "parameter"; a method's **keyword arguments are
-those of the function it hands them to (`KEYWORDS`), None allowed where that default is None.
-tests/test_python_arguments.py fails when a public method has a parameter without a row.
+A row is found as "method.parameter" first, then "parameter"; a function's **keyword arguments are
+those of the function it hands them to (`KEYWORDS`), None allowed where that default is None (the
+Model's methods spell theirs out). tests/test_python_arguments.py fails when a public method has a
+parameter without a row.
 
 Deliberately not here: the kinds themselves (`argument_kinds.py`), what an argument means for
 one model beyond its vocabulary, classes and source folder (a step name, a text the tokenizer
@@ -47,7 +48,6 @@ from glassformer.argument_kinds import (
     Target,
     Text,
     TextsOrIds,
-    model_type,
     run_type,
     text_or_run,
     tokenizer_type,
@@ -130,6 +130,9 @@ ARGS: dict[str, Arg] = {
     "clean": Text(one=True),
     "target": Of("a str (the decoder's text)", kinds=(str,)),
     "run.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
+    "trace.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
+    "ablate.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
+    "patch.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "run_with_cache.texts": TextsOrIds(),
     "run_with_cache.targets": TextsOrIds(),
     "run_with_cache.names": Strs(),
@@ -141,7 +144,11 @@ ARGS: dict[str, Arg] = {
     "decode.ids": Ids(pieces=True),
     "pieces.ids": Ids(pieces=True),
     "readable.ids": Ids(pieces=True),
+    "tokens.ids": Ids(pieces=True),
     "run.ids": Ids(empty=False),
+    "trace.ids": Ids(empty=False),
+    "ablate.ids": Ids(empty=False),
+    "patch.ids": Ids(empty=False),
     "class_probabilities.ids": Ids(nested=True),
     "prompt": Ids(empty=False),
     "src": Ids(empty=False),
@@ -159,16 +166,16 @@ ARGS: dict[str, Arg] = {
     "name": Text(one=True),
     "make": Function(),
     "message": Text(one=True),
-    # what a Model is made of (`Model(...)`, `load`, `with_params`)
+    # what a Model is made of (`Model(...)`, `Model.load`, `Model.with_params`, `Runtime(...)`)
     "path_or_preset": PathArg(),
     "on_note": Function("a function of one str, or None"),
     "cfg": Of("a glassformer.Config", kinds=(Config,)),
     "params": Params(),
     "tok": Of("a glassformer tokenizer", kinds=tokenizer_type),
+    "tokenizer": Of("a glassformer tokenizer", kinds=tokenizer_type),
     "labels": Labels(),
     "__init__.path": PathArg(),
     "family": Text(one=True),
-    "m": Of("a glassformer.Model", kinds=model_type),
     # explain.text.render
     "render.trace": Of("a glassformer.trace.Trace", kinds=trace_type),
     "only": Text(one=True),
@@ -179,31 +186,11 @@ ARGS: dict[str, Arg] = {
     "digits": Int("in [1, 17]", 1, 18),
 }
 
-# Where a method's **keyword arguments go: (the rows' method, {name: default}) of the function
-# it hands them to, read from that function's signature.
+# Where a function's **keyword arguments go: (the rows' method, {name: default}) of the function
+# it hands them to.
 KEYWORDS = {
-    "generate": lambda: ("generate", {n: None for n in DECODING if n != "max_new_tokens"}),
-    "record": lambda: ("record", {n: None for n in DECODING if n != "max_new_tokens"}),
-    "lens": lambda: ("lens", _keywords("glassformer.touch:lens")),
-    "attribute": lambda: ("attribute", _keywords("glassformer.touch:attribute")),
-    "trace": lambda: ("run", _keywords("glassformer.model:Model.run")),
-    "ablate": lambda: ("run", _keywords("glassformer.model:Model.run")),
-    "patch": lambda: ("run", _keywords("glassformer.model:Model.run")),
     "render": lambda: ("render", {"max_rows": 12, "max_cols": 10, "digits": 6}),
 }
-
-
-def _keywords(where: str) -> dict:
-    """The keyword-only parameters of the function at "module:Name.name", with their defaults."""
-    import importlib
-
-    module, name = where.split(":")
-    fn = importlib.import_module(module)
-    for part in name.split("."):
-        fn = getattr(fn, part)
-    fn = inspect.unwrap(fn)
-    ps = inspect.signature(fn).parameters.values()
-    return {p.name: p.default for p in ps if p.kind is p.KEYWORD_ONLY}
 
 
 def row(method: str, name: str) -> Arg | None:
@@ -216,6 +203,12 @@ def row(method: str, name: str) -> Arg | None:
 
 def check_call(key: str, where: str, sig: inspect.Signature, args, kwargs) -> None:
     """Every argument of one call against its row; None passes where the default is None."""
+    ps = sig.parameters.values()
+    if not any(p.kind is p.VAR_KEYWORD for p in ps):
+        for name in kwargs:
+            if name not in sig.parameters:
+                takes = ", ".join(p.name for p in ps if p.name not in ("self", "cls")) or "none"
+                raise InputError(f"{where}() has no parameter {name!r}; it takes {takes}")
     try:
         bound = sig.bind(*args, **kwargs)
     except TypeError as e:
@@ -224,7 +217,9 @@ def check_call(key: str, where: str, sig: inspect.Signature, args, kwargs) -> No
     at = Call(given, given.get("self"))
     for name, value in list(given.items()):
         p = sig.parameters[name]
-        if name == "self" or p.kind is p.VAR_POSITIONAL or (value is None and p.default is None):
+        if name in ("self", "cls") or p.kind is p.VAR_POSITIONAL:
+            continue
+        if value is None and p.default is None:
             continue
         if p.kind is p.VAR_KEYWORD:
             _check_keywords(key, where, value, at)
@@ -264,8 +259,8 @@ def checked(cls: type) -> type:
     for name in public_methods(cls):
         member = vars(cls)[name]
         where = f"{cls.__name__}.{name}" if name != "__init__" else cls.__name__
-        if isinstance(member, staticmethod):
-            setattr(cls, name, staticmethod(_checking(member.__func__, name, where)))
+        if isinstance(member, staticmethod | classmethod):
+            setattr(cls, name, type(member)(_checking(member.__func__, name, where)))
         else:
             setattr(cls, name, _checking(member, name, where))
     return cls
@@ -277,5 +272,5 @@ def public_methods(cls: type) -> list[str]:
         n
         for n, v in vars(cls).items()
         if (not n.startswith("_") or n == "__init__")
-        and (inspect.isfunction(v) or isinstance(v, staticmethod))
+        and (inspect.isfunction(v) or isinstance(v, staticmethod | classmethod))
     ]

@@ -495,7 +495,7 @@ class Decoding:
     def settle(cls, strategy: str | None = None, max_new_tokens=None, **given) -> Decoding:
         """The strategy by STRATEGY_RULE from the options given (None: not given), defaults
         filled in, `implied` saying a strategy the options implied; an option that would do
-        nothing is one clear error. Nothing is checked against a model here (`Model.decoded`
+        nothing is one clear error. Nothing is checked against a model here (`Runtime.decoded`
         does: the beam within the vocabulary)."""
         unknown = set(given) - set(SAMPLING_OPTIONS) - set(BEAM_OPTIONS)
         if unknown:

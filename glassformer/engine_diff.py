@@ -238,7 +238,9 @@ def _torch(model: Model, kind: str) -> Callable[[Inputs], Steps]:
         import torch
     except ImportError:
         raise GlassformerError(f"the {kind} engine needs PyTorch: {INSTALL_TORCH}") from None
-    engine = model.torch(_DTYPE[kind])  # int8 without x86 kernels: refused here, before work
+    engine = model.runtime.torch(
+        _DTYPE[kind]
+    )  # int8 without x86 kernels: refused here, before work
     if engine is None:
         raise GlassformerError(
             f"{model.name} was loaded with engine='reference': load it with engine='auto' to "
@@ -316,9 +318,9 @@ def diff(
         raise _nonfinite(*found, chosen[labels.index(found[0])], x)
     rows = [_row(name, b, dict(zip(labels[1:], others, strict=True))) for name, b in base.items()]
     first = {e: next((r.name for r in rows if _beyond(r.cells[e], tol)), None) for e in labels[1:]}
-    inputs = {"tokens": m.readable(x.ids)}
+    inputs = {"tokens": m.runtime.readable(x.ids)}
     if src is not None:
-        inputs = {"source": m.readable(src), "target": m.readable(x.ids)}
+        inputs = {"source": m.runtime.readable(src), "target": m.runtime.readable(x.ids)}
     kinds = {lab: _kind_text(e, m) for e, lab in zip(chosen, labels, strict=True)}
     return DiffResult(m.name, m.summary(), inputs, labels, kinds, float(tol), rows, first)
 

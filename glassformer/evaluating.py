@@ -14,8 +14,8 @@ from glassformer.errors import InputError, param, verb
 
 
 def evaluate(m, data: str, beam: int | None = None, limit: int | None = None) -> str:
-    """The one-line summary of `m` on `data` (a shipped corpus name or a file); limit: only the
-    first N tokens or pairs."""
+    """The one-line summary of the model whose `Runtime` is `m` on `data` (a shipped corpus name
+    or a file); limit: only the first N tokens or pairs."""
     import torch
 
     from glassformer.torch_model import from_params

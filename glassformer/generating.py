@@ -1,9 +1,10 @@
 """A Model's text in, text out: `generate` (one text, or many: batched greedy on the PyTorch
 engine), `stream` (one text's output as its tokens are chosen) and `translate` (sentences through
 an encoder-decoder, batched, yielded in input order). `Model.generate` / `Model.stream` /
-`Model.translate` call these; the work below them is `inference.py`'s, `translating.py`'s and
-`decoding.py`'s. One prompt's decoding is one loop (`decoded_tokens`, over
-`decoding.strategy_tokens`): a generation runs it to its end, a stream shows each token as it comes.
+`Model.translate` call these with the model's `Runtime` (`m` below: engines, step functions,
+checks); the work below them is `inference.py`'s, `translating.py`'s and `decoding.py`'s. One
+prompt's decoding is one loop (`decoded_tokens`, over `decoding.strategy_tokens`): a generation
+runs it to its end, a stream shows each token as it comes.
 
 Deliberately not here: reading files, printing, progress bars (the command line's), the
 decoding strategies themselves (`decoding.py`).
@@ -235,7 +236,7 @@ def _one_by_one(m, inputs: dict, decoding) -> dict:
 def translations(
     m, sentences: list[str], beam: int, n_best: int | None, dtype, places, align=None
 ) -> Iterator:
-    """See `Model.translations`. Checked before any work: an encoder-decoder, the beam within
+    """See `Runtime.translations`. Checked before any work: an encoder-decoder, the beam within
     the vocabulary, n_best within the beam, every sentence encodable. A sentence whose
     translation reached the decoder's max_len before an end token is named in a note.
 

@@ -7,51 +7,99 @@ command line (`cli/`) and the explorer (`serve/`) call.
     run = m.run("Hello world.")                   # one traced forward pass (float64 reference)
     run.trace["decoder.0.cross_attn.head0.A"]     # any intermediate, by name
 
-A `Model` holds the config, float64 weights, tokenizer, class names and its engines (made once).
-Its methods give what the commands print, with their defaults and refusals (a `GlassformerError`
-whose message is the command line's one line, naming parameters as Python does: `position=99`,
-where the command line says `--position 99`). Notes the commands print on stderr (an implied
-strategy, why a generation stopped, unknown tokens) go to `on_note` (the CLI's `note`), or to
-`Model.notes` when none was given.
+A `Model` is the public face: how it is made (`Model.load`, `with_params`), what it is made of
+(`cfg`, `params`, `tokenizer`, `class_names`), text to ids and back, and the verbs, each giving
+what its command prints, with its defaults and refusals (a `GlassformerError` of one line, naming
+parameters as Python does: `position=99`, where the command line says `--position 99`). Its
+plumbing (engines made once, step functions, checks, caches, where notes go) is `Model.runtime`
+(`runtime.py`), which the helper modules, serve/ and the command line share.
 
-Deliberately not here: argument parsing, HTTP, printing; opening a folder or preset (`load`,
-`opening.py`); the math (the engines), decoding (`decoding.py`, `inference.py`, `generating.py`),
-recording (`recording.py`), touching (`touch.py`), rendering (`explain/`).
+Deliberately not here: argument parsing, HTTP, printing; reading a folder or preset
+(`opening.py`); the plumbing (`runtime.py`); the math (the engines), decoding (`decoding.py`,
+`inference.py`, `generating.py`), recording (`recording.py`), touching (`touch.py`), rendering
+(`explain/`).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 
-from glassformer import activations, devices, generating, inference, numerics, results, weights
-from glassformer import reference as R
+from glassformer import (
+    activations,
+    devices,
+    generating,
+    inference,
+    numerics,
+    opening,
+    results,
+    weights,
+)
 from glassformer.arguments import checked
 from glassformer.config import Config
-from glassformer.decoding import Decoding, finish
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, Said, param
-from glassformer.inputs import utf8
+from glassformer.decoding import Decoding
+from glassformer.errors import GlassformerError, InputError
+from glassformer.runtime import Runtime
 from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
 
-# What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
-FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
 DTYPES, check_dtype = inference.DTYPES, inference.check_dtype  # the PyTorch engine's precisions
 
 
 @checked  # every argument of every public method, against glassformer.arguments' table
 class Model:
-    """A loaded model: see the module docstring. `load(...)` (`opening.py`) makes one."""
+    """A transformer you can see through: a glassformer checkpoint, a Hugging Face or nanoGPT
+    folder, or a preset, with both engines (NumPy float64 reference, PyTorch) behind one API.
+
+    Make one with `Model.load(path_or_preset)` (`glassformer.load`), or from a `Config` and
+    weights. Each verb does what its command prints: `generate`, `record`, `translate`,
+    `alignments`, `embed`, `classify`, `evaluate`; looking inside: `run` / `trace` (every
+    intermediate by name), `result`, `ablate`, `patch`, `intervene`, `lens`, `attribute`;
+    writing: `save`, `export_hf`. Notes the commands print on stderr (an implied strategy, why a
+    generation stopped, unknown tokens) go to `on_note`, else to `notes`.
+
+    Parameters
+    ----------
+    cfg : Config
+        The architecture.
+    params : dict
+        float64 weights by `weights.spec` name.
+    tokenizer : Tokenizer, optional
+        Text <-> ids; None: a model that reads ids only.
+    labels : list of str, optional
+        A classifier's class names, one per class.
+    path : path, optional
+        The folder it was read from (never written to).
+    family : str, optional
+        The Hugging Face model_type of a folder imported on the fly.
+    name : str, optional
+        How reports and refusals name it (default the path, else "model").
+    engine : {"auto", "torch", "reference"}
+        "auto": PyTorch where the command line uses it, if installed; "reference": NumPy float64.
+    dtype : {"float64", "float32", "int8"}, optional
+        The PyTorch engine's precision for decoding (None: each verb's command-line default).
+    on_note : callable, optional
+        Called with each note (default: kept in `notes`).
+    device : str
+        Where the PyTorch engine runs: "cpu", or a GPU PyTorch sees ("cuda", "cuda:N").
+    threads : int, optional
+        PyTorch's and NumPy BLAS's threads, for the whole process (None: as they are).
+
+    Attributes
+    ----------
+    runtime : Runtime
+        The plumbing serve/, the command line and the helper modules share (`runtime.py`):
+        engines made once, step functions, checks, caches, where notes go.
+    """
 
     def __init__(
         self,
         cfg: Config,
         params: dict,
-        tok=None,
+        tokenizer=None,
         *,
         labels: list[str] | None = None,
         path: Path | None = None,
@@ -63,23 +111,165 @@ class Model:
         device: str = "cpu",
         threads: int | None = None,
     ):
-        self.cfg, self.params, self.tok = cfg, params, tok
-        self.labels = labels  # a classifier's class names as saved with it, or None
-        self.path, self.family = path, family  # family: the Hugging Face model_type, or None
-        self.name = name or (str(path) if path is not None else "model")
-        self.engine, self.dtype = engine, dtype
-        self.notes: list[str] = []
-        self.fix = FIX  # what a refusal of non-finite values from float32 or int8 suggests
-        self._on_note = on_note
-        self._engines: dict = {}
-        self._made: dict = {}
-        self._lock = threading.Lock()
-        self._gates: dict = {}
-        self.device, self.threads = device, threads  # `load`'s; threads are the process's
-        if threads is not None and (said := devices.use_threads(threads)) is not None:
-            self.note(said)
+        name = name or (str(path) if path is not None else "model")
+        self._path, self._family = path, family
+        self.runtime = Runtime(
+            cfg,
+            params,
+            tokenizer,
+            labels=labels,
+            name=name,
+            engine=engine,
+            dtype=dtype,
+            on_note=on_note,
+            device=device,
+            threads=threads,
+        )
+
+    @classmethod
+    def load(
+        cls,
+        path_or_preset: str | Path,
+        *,
+        engine: str = "auto",
+        dtype: str | None = None,
+        seed: int | None = None,
+        on_note: Callable[[str], None] | None = None,
+        device: str = "cpu",
+        threads: int | None = None,
+    ) -> Model:
+        """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
+        preset's name, as a `Model` (`glassformer.load`).
+
+        Parameters
+        ----------
+        path_or_preset : str or path
+            A folder, or a preset's name (`glassformer.PRESETS`).
+        engine : {"auto", "torch", "reference"}
+            "auto": PyTorch where the command line uses it, if installed; "reference": NumPy
+            float64 everywhere.
+        dtype : {"float64", "float32", "int8"}, optional
+            The PyTorch engine's precision for generate, translate and the explorer's decoding
+            (None: each verb's command-line default).
+        seed : int, optional
+            A preset's random weights (default 0); refused for a folder.
+        on_note : callable, optional
+            Called with each note (default: kept in `Model.notes`).
+        device : str
+            Where the PyTorch engine runs: "cpu", or a GPU PyTorch sees ("cuda", "cuda:N"; not
+            with engine="reference", nor with int8).
+        threads : int, optional
+            PyTorch's and NumPy BLAS's threads, for the whole process (None: as they are;
+            `devices.use_threads`).
+
+        Returns
+        -------
+        Model
+        """
+        if dtype is not None:
+            check_dtype(dtype, engine)
+        devices.check_device(device, engine, dtype)  # before any work, as dtype
+        p = opening.read(path_or_preset, seed)
+        return cls(
+            p.cfg,
+            p.params,
+            p.tokenizer,
+            labels=p.labels,
+            path=p.path,
+            family=p.family,
+            name=p.name,
+            engine=engine,
+            dtype=dtype,
+            on_note=on_note,
+            device=device,
+            threads=threads,
+        )
+
+    def with_params(self, params: dict) -> Model:
+        """The same model (tokenizer, class names, engine, source folder) on other weights.
+
+        Parameters
+        ----------
+        params : dict
+            Weights that fit `cfg` (e.g. snapshots averaged).
+
+        Returns
+        -------
+        Model
+        """
+        rt = self.runtime
+        other = type(self)(
+            self.cfg,
+            params,
+            rt.tok,
+            labels=rt.labels,
+            path=self.path,
+            family=self.family,
+            name=rt.name,
+            engine=rt.engine,
+            dtype=rt.dtype,
+            on_note=rt.on_note,
+            device=rt.device,
+        )
+        other.runtime.fix = rt.fix
+        return other
 
     # -- what it is ------------------------------------------------------------------------------
+
+    @property
+    def cfg(self) -> Config:
+        """The architecture (`glassformer.Config`)."""
+        return self.runtime.cfg
+
+    @property
+    def params(self) -> dict:
+        """The float64 weights, by `weights.spec` name."""
+        return self.runtime.params
+
+    @property
+    def tokenizer(self):
+        """The tokenizer (text <-> ids), or None."""
+        return self.runtime.tok
+
+    @property
+    def labels(self) -> list[str] | None:
+        """A classifier's class names as saved with it, or None."""
+        return self.runtime.labels
+
+    @property
+    def class_names(self) -> list[str]:
+        """A classifier's class names, else its class numbers ("0", "1", ...)."""
+        return self.runtime.class_names
+
+    @property
+    def notes(self) -> list[str]:
+        """The notes the commands print on stderr, when no `on_note` was given."""
+        return self.runtime.notes
+
+    @property
+    def name(self) -> str:
+        """How reports and refusals name the model."""
+        return self.runtime.name
+
+    @property
+    def device(self) -> str:
+        """Where the PyTorch engine runs ("cpu", "cuda", "cuda:N")."""
+        return self.runtime.device
+
+    @property
+    def threads(self) -> int | None:
+        """The threads `load` set for the process, or None (left as they were)."""
+        return self.runtime.threads
+
+    @property
+    def path(self) -> Path | None:
+        """The folder it was read from (absolute), or None."""
+        return self._path
+
+    @property
+    def family(self) -> str | None:
+        """The Hugging Face model_type of a folder imported on the fly, or None."""
+        return self._family
 
     def __repr__(self) -> str:
         where = f"Hugging Face {self.family} " if self.family else ""
@@ -92,7 +282,13 @@ class Model:
         return f"<div><b>glassformer.Model</b> <code>{name}</code><br>{what}</div>"
 
     def summary(self) -> str:
-        """The model in one line (a report's header)."""
+        """The model in one line (a report's header).
+
+        Returns
+        -------
+        str
+            "arch, layers, d_model, heads, d_ff, vocabulary, norm, positions".
+        """
         cfg = self.cfg
         n_layers = (
             f"{cfg.n_encoder_layers}+{cfg.n_decoder_layers}"
@@ -105,209 +301,60 @@ class Model:
             f"{cfg.positions} positions"
         )
 
-    @property
-    def class_names(self) -> list[str]:
-        """A classifier's class names, else its class numbers ("0", "1", ...)."""
-        return self.labels or [str(k) for k in range(self.cfg.n_classes)]
-
-    @property
-    def token_kind(self) -> str:
-        """How this tokenizer's pieces read (`tokenizer.display.display_kind`)."""
-        from glassformer.tokenizer.display import display_kind
-
-        return self.cached("token_kind", lambda: display_kind(self.need_tokenizer()))
-
-    def _unknown_note(self, unknown: list[str], quiet: bool = False) -> None:
-        """Note unknown pieces; not when quiet (the explorer shows them, notes would pile up)."""
-        if unknown and not quiet:
-            shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
-            self.note(
-                f"{len(unknown)} unknown token(s) mapped to {self.tok.specials.get('unk')}: {shown}"
-            )
-
-    def note(self, message: str) -> None:
-        message = Said(message)  # Python's words; the CLI's `on_note` writes its flags
-        if self._on_note is not None:
-            self._on_note(message)
-        elif message not in self.notes:
-            self.notes.append(message)
-
-    utf8 = staticmethod(utf8)  # user text refused unless valid UTF-8 (for touch.py's flags)
-
     # -- text and tokens -------------------------------------------------------------------------
 
-    def need_tokenizer(self):
-        if self.tok is None:
-            raise GlassformerError(
-                f"checkpoint {self.name} has no {weights.TOKENIZER_FILE}: text cannot "
-                "be encoded; save it with its tokenizer"
-            )
-        return self.tok
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text`, as the model reads it (refused when empty, not valid UTF-8 or
+        longer than max_len; unknown pieces in a note).
 
-    def encode(
-        self,
-        text: str,
-        *,
-        room: int = 0,
-        window: bool = False,
-        what: str = "the text",
-        unknown: list | None = None,
-    ) -> list[int]:
-        """Token ids of user text (`what` names it in a refusal), with the checks the engines
-        expect: valid UTF-8, never empty, never longer than max_len - room (with `window`, a
-        decoder that slides over its context, any length). Unknown pieces go to `unknown`
-        when given, else into a note."""
-        tok = self.need_tokenizer()
-        if not isinstance(text, str):
-            raise InputError(f"{what} must be a str, got {type(text).__name__}")
-        utf8(text, what)
-        if not text.strip():
-            raise InputError(f"{what} is empty: give at least one word")
-        ids, missing = tok.encode_for_model(text)
-        if not ids:
-            raise InputError(f"{what} has no tokens: give at least one word")
-        if unknown is not None:
-            unknown.extend(missing)
-        else:
-            self._unknown_note(missing)
-        limit = self.cfg.max_len - room
-        if len(ids) > limit and not window:
-            raise InputError(
-                f"{what} has {len(ids)} tokens but the model takes at most "
-                f"{limit} (max_len {self.cfg.max_len}); shorten it"
-            )
-        return ids
+        Parameters
+        ----------
+        text : str
+            The text.
+
+        Returns
+        -------
+        list of int
+        """
+        return self.runtime.encode(text)
 
     def decode(self, ids: list[int]) -> str:
-        """Token ids -> text, as the tokenizer joins them."""
-        return self.need_tokenizer().decode(list(ids))
+        """Token ids -> text, as the tokenizer joins them.
 
-    def pieces(self, ids: list[int]) -> list[str]:
-        """Each id's raw vocabulary piece (`#id` without a tokenizer: a preset's model; and for
-        an id of an output layer wider than the tokenizer's vocabulary, as Qwen2's is padded)."""
-        if self.tok is None:
-            return [f"#{i}" for i in ids]
-        past = range(len(self.tok.vocab), self.cfg.vocab_size)  # (empty when they agree)
-        return [f"#{i}" if i in past else self.tok.tokens([i])[0] for i in ids]
+        Parameters
+        ----------
+        ids : list of int
+            Ids of this model's vocabulary.
 
-    def readable(self, ids: list[int]) -> list[str]:
-        """Each id's piece as a person reads it (a space shown as ␣, a byte as <0x0A>)."""
-        from glassformer.tokenizer.display import display_tokens
+        Returns
+        -------
+        str
+        """
+        return self.runtime.decode(ids)
 
-        if self.tok is None:
-            return self.pieces(ids)
-        return display_tokens(self.pieces(ids), self.token_kind)
+    def tokens(self, text: str | None = None, *, ids: list[int] | None = None) -> list[str]:
+        """The tokens of `text` (any length), or of token `ids`, as a person reads them (a space
+        shown as ␣, a byte as <0x0A>).
 
-    def tokens(self, text: str) -> list[str]:
-        """The readable tokens of `text`."""
-        return self.readable(self.encode(text, window=True))
+        Parameters
+        ----------
+        text : str, optional
+            The text.
+        ids : list of int, optional
+            Token ids instead (a run's `ids` or `src`).
 
-    def bos(self) -> list[int]:
-        """The start token a decoding begins from, as a one-token prompt."""
-        if self.need_tokenizer().bos_id is None:
-            raise GlassformerError(
-                "the tokenizer has no start token (SOS/BOS) to start decoding from"
-            )
-        return [self.tok.bos_id]
+        Returns
+        -------
+        list of str
+        """
+        if text is None and ids is None:
+            raise InputError("text=None: must be a str, or give the token ids (ids=[...])")
+        if text is not None and ids is not None:
+            raise InputError("tokens() reads text or ids: give one, not both")
+        rt = self.runtime
+        return rt.readable(rt.encode(text, window=True) if ids is None else ids)
 
-    # -- engines ---------------------------------------------------------------------------------
-
-    def torch(self, dtype: str = "float64"):
-        """The PyTorch engine on these weights in `dtype` on `device`, for inference (made once
-        per dtype and device), or None when torch is not installed and the engine is "auto"."""
-        if self.engine == "reference":
-            return None
-        key = (dtype, self.device)
-        with self._lock:
-            if key not in self._engines:
-                try:
-                    import torch  # noqa: F401
-                except ImportError:
-                    if self.engine == "torch":
-                        raise GlassformerError(
-                            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}"
-                        ) from None
-                    self._engines[key] = None
-                else:
-                    self._engines[key] = inference.torch_engine(self.cfg, self.params, *key)
-            return self._engines[key]
-
-    def cached(self, name: str, make: Callable):
-        """A per-model object made once, however many threads ask at the same time (the
-        explorer's Hugging Face model of the fidelity badge, the readable vocabulary)."""
-        with self._lock:
-            gate = self._gates.setdefault(name, threading.Lock())
-        with gate:  # making one (a slow load) holds up nothing else
-            if name not in self._made:
-                self._made[name] = make()
-            return self._made[name]
-
-    def step(
-        self,
-        src: list[int] | None = None,
-        *,
-        prompt_len: int = 1,
-        window: bool = False,
-        dtype: str | None = None,
-        reference: bool = False,
-        fix=...,
-    ):
-        """Next-token logits for decoding (ids -> (V,)): the PyTorch engine with its KV cache
-        when this model's engine allows (and not `reference`), else the reference engine;
-        non-finite logits raise a `NonFiniteError` naming where they start (prompt_len: where
-        the new tokens start)."""
-        model = None if reference else self.torch(dtype or self.dtype or "float64")
-        if model is not None:
-            from glassformer.torch_steps import step_fn
-
-            step = step_fn(model, src, window=window)
-        else:
-            step = R.next_token_logits(self.params, self.cfg, src, window=window)
-        fix = self.fix if fix is ... else fix  # None: no advice (the float64 engine is exact)
-        return numerics.checked(step, self.params, self.cfg, prompt_len, src, fix)
-
-    def forward(self):
-        """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
-        ids)) -> logits (T, V); for a classifier, ids -> class logits (n_classes,); for another
-        encoder, ids -> the encoder output (S, C)."""
-        from glassformer import interventions as I
-
-        if self.cfg.arch != "encoder":
-            return I.reference_run(self.params, self.cfg)
-        if self.cfg.n_classes:
-            return lambda ids: R.classify(self.params, self.cfg, list(ids))
-        return lambda ids: R.encoder(self.params, self.cfg, list(ids))
-
-    def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):
-        """Batched next-token logits (hypotheses -> (n, V)) for beam search on the PyTorch
-        engine's KV cache, checked as `step` is; None without the PyTorch engine."""
-        model = self.torch(self.dtype or "float64")
-        if model is None:
-            return None
-        from glassformer.torch_steps import many_step_fn
-
-        return numerics.checked_many(
-            many_step_fn(model, src), self.params, self.cfg, prompt_len, src, self.fix
-        )
-
-    # -- decoding --------------------------------------------------------------------------------
-
-    def decoded(
-        self,
-        prompt: list[int],
-        src: list[int] | None = None,
-        decoding: Decoding | None = None,
-        *,
-        window: bool = False,
-        step=None,
-        quiet: bool = False,
-    ):
-        """Greedy, sampling or beam search from `prompt` as `decoding` says: a
-        `decoding.Generation` or `BeamResult`. window: the step slides over a decoder's
-        context (only max_new_tokens bounds the length); step: the step function (default
-        `self.step`); a note says why it stopped (unless quiet)."""
-        how = dict(window=window, step=step, quiet=quiet)
-        return finish(generating.decoded_tokens(self, prompt, src, decoding, **how))
+    # -- generating ------------------------------------------------------------------------------
 
     def generate(
         self,
@@ -315,24 +362,68 @@ class Model:
         *,
         max_new_tokens: int | None = None,
         strategy: str | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        beam_width: int | None = None,
+        length_penalty: float | None = None,
         decoding: Decoding | None = None,
         batch_size: int = 32,
         places: list[str] | None = None,
-        **options,
     ) -> str | list[str]:
-        """What `glassformer generate` prints: a decoder continues the text (the output
-        includes it), an encoder-decoder decodes from BOS with the text as its source. A list
-        gives one output each (greedy on the torch engine: batched, the same tokens as one at a
-        time); `places` names each in errors ("FILE, line 3"). options: temperature, top_k,
-        top_p, seed, beam_width, length_penalty (STRATEGY_RULE), or all of them as `decoding`."""
-        from glassformer import generating
+        """What `glassformer generate` prints: a decoder continues the text (the output includes
+        it), an encoder-decoder decodes from BOS with the text as its source. A sampling option
+        without `strategy` means "sample", a beam option "beam" (a note says so); an option of
+        another strategy than the one given is refused.
 
-        self.need_generator()
+        Parameters
+        ----------
+        text : str or list of str
+            One text, or a list (one output each; greedy on the torch engine: batched, the same
+            tokens as one at a time).
+        max_new_tokens : int, optional
+            At most this many new tokens (default: the decoder's max_len).
+        strategy : {"greedy", "sample", "beam"}, optional
+            Default: greedy, or what the options given imply.
+        temperature : float, optional
+            Sampling: divides the logits (default 1.0).
+        top_k : int, optional
+            Sampling: only the k likeliest tokens.
+        top_p : float, optional
+            Sampling: only the likeliest tokens whose probabilities sum to p (nucleus).
+        seed : int, optional
+            Sampling: the random generator's seed (default: unseeded).
+        beam_width : int, optional
+            Beam search: hypotheses kept (default 4).
+        length_penalty : float, optional
+            Beam search: scores divided by length ** length_penalty (default 1.0).
+        decoding : Decoding, optional
+            All of the above as one `glassformer.Decoding` (the options are then not read).
+        batch_size : int
+            Texts decoded together on the batched path.
+        places : list of str, optional
+            Each text's name in refusals ("FILE, line 3").
+
+        Returns
+        -------
+        str or list of str
+        """
+        self.runtime.need_generator()
         if decoding is None:
-            decoding = Decoding.settle(strategy, max_new_tokens, **options)
+            decoding = Decoding.settle(
+                strategy,
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                beam_width=beam_width,
+                length_penalty=length_penalty,
+            )
         if isinstance(text, str):
-            return generating.one(self, text, decoding)
-        return generating.many(self, list(text), decoding, batch_size, places)
+            return generating.one(self.runtime, text, decoding)
+        return generating.many(self.runtime, list(text), decoding, batch_size, places)
 
     def stream(
         self,
@@ -366,10 +457,15 @@ class Model:
             Beam search: the width (4) and the length penalty (1.0).
         decoding : Decoding, optional
             All of the above at once (`Decoding.settle`), instead of them.
+
+        Returns
+        -------
+        Stream
+            An iterator of str pieces; `.prompt`, `.ids`, `.result` once it ended.
         """
         sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
         given = sampling | dict(beam_width=beam_width, length_penalty=length_penalty)
-        return generating.Stream(self, text, decoding, strategy, max_new_tokens, given)
+        return generating.Stream(self.runtime, text, decoding, strategy, max_new_tokens, given)
 
     def record(
         self,
@@ -379,29 +475,55 @@ class Model:
         top_tokens: int = 5,
         max_new_tokens: int | None = None,
         strategy: str | None = None,
+        temperature: float | None = None,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        seed: int | None = None,
+        beam_width: int | None = None,
+        length_penalty: float | None = None,
         decoding: Decoding | None = None,
         batch_size: int = 32,
         places: list[str] | None = None,
-        **options,
     ) -> tuple[str, results.Record] | list[tuple[str, results.Record | None]]:
-        """`glassformer generate --record`: (output, record) for a text, a list of them for a
-        list (a blank text's: ("", None)); the outputs are `generate`'s, the record the line
-        `--record` writes less its "place": the input's pieces, the new ids and tokens and, per
-        new token, the `steps` named (trace names, * for any part, as a list or one string
-        "a,b"; `recording.recordable`) and the `top_tokens` next tokens with log-probabilities,
-        read on the PyTorch engine's KV cache. The other arguments are `generate`'s."""
-        from glassformer import generating
+        """`glassformer generate --record`: `generate`'s output with what each new token was
+        made from, read on the PyTorch engine's KV cache.
 
-        self.need_generator()
+        Parameters
+        ----------
+        text : str or list of str
+            As `generate`'s (a blank text in a list gives ("", None)).
+        steps : str or list of str, optional
+            Trace names recorded per new token (* for any part; a list or one string "a,b";
+            `recording.recordable`).
+        top_tokens : int
+            The next tokens recorded per new token, with log-probabilities.
+        max_new_tokens, strategy, temperature, top_k, top_p, seed : optional
+            As `generate`'s.
+        beam_width, length_penalty, decoding, batch_size, places : optional
+            As `generate`'s.
+
+        Returns
+        -------
+        (output, Record), or a list of them
+            The `results.Record` is the line `--record` writes less its "place": the input's
+            pieces, the new ids and tokens and, per new token, the steps and top tokens.
+        """
+        self.runtime.need_generator()
         if decoding is None:
-            decoding = Decoding.settle(strategy, max_new_tokens, **options)
+            decoding = Decoding.settle(
+                strategy,
+                max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                beam_width=beam_width,
+                length_penalty=length_penalty,
+            )
         texts = [text] if isinstance(text, str) else list(text)
-        out = generating.recorded(self, texts, decoding, batch_size, places, steps, top_tokens)
+        args = (decoding, batch_size, places, steps, top_tokens)
+        out = generating.recorded(self.runtime, texts, *args)
         return out[0] if isinstance(text, str) else out
-
-    def need_generator(self) -> None:
-        if self.cfg.arch == "encoder":
-            raise GlassformerError("an encoder-only model does not generate; use `explain`")
 
     def translate(
         self,
@@ -412,25 +534,29 @@ class Model:
         dtype: str | None = None,
         places: list[str] | None = None,
     ):
-        """What `glassformer translate` prints: one sentence -> its translation; a list ->
-        one each; with n_best, each sentence's list of `translating.Candidate`s (best first)."""
+        """What `glassformer translate` prints (batched; beam search when beam > 1).
+
+        Parameters
+        ----------
+        text : str or list of str
+            One sentence, or a list (one translation each).
+        beam : int
+            Beam width (1: greedy).
+        n_best : int, optional
+            Give each sentence's n best `translating.Candidate`s (best first) instead.
+        dtype : {"float64", "float32", "int8"}, optional
+            The PyTorch engine's precision (default float32).
+        places : list of str, optional
+            Each sentence's name in refusals.
+
+        Returns
+        -------
+        str, list of Candidate, or a list of them
+        """
         one = isinstance(text, str)
-        out = list(self.translations([text] if one else list(text), beam, n_best, dtype, places))
+        rt = self.runtime
+        out = list(rt.translations([text] if one else list(text), beam, n_best, dtype, places))
         return out[0] if one else out
-
-    def translations(
-        self,
-        sentences: list[str],
-        beam: int = 4,
-        n_best: int | None = None,
-        dtype: str | None = None,
-        places: list[str] | None = None,
-    ) -> Iterator:
-        """The translations of `sentences`, yielded in input order as soon as each is known
-        (batched; beam search when beam > 1). Every sentence is checked before any work."""
-        from glassformer import generating
-
-        return generating.translations(self, sentences, beam, n_best, dtype, places)
 
     def alignments(
         self,
@@ -443,78 +569,118 @@ class Model:
         dtype: str | None = None,
         places: list[str] | None = None,
     ) -> Iterator[tuple]:
-        """`glassformer translate --alignments`: per sentence, (its translation, or n-best list,
-        as `translations` yields it; the line `--alignments` writes less its "place"), in input
-        order as soon as each is known: the chosen translation's cross-attention averaged over
-        the decoder `layers` x `heads` (numbers from 0, a list or one string "0,2"; default
-        all), read on the fast path, with the word alignment it gives. Checked before any work."""
-        from glassformer import generating, recording
+        """`glassformer translate --alignments`: each translation with the chosen translation's
+        cross-attention averaged over the decoder's `layers` x `heads` (read on the fast path)
+        and the word alignment it gives. Checked before any work.
+
+        Parameters
+        ----------
+        sentences : str or list of str
+            The sentences.
+        layers : str or list of int, optional
+            Decoder layers from 0 (a list or one string "0,2"; default all).
+        heads : str or list of int, optional
+            Heads from 0 (default all).
+        beam, n_best, dtype, places : optional
+            As `translate`'s.
+
+        Returns
+        -------
+        iterator of (translation, alignment)
+            In input order, as soon as each is known; the alignment is the line `--alignments`
+            writes less its "place".
+        """
+        from glassformer import recording
 
         pairs = recording.alignment_heads(self.cfg, layers, heads)
         texts = [sentences] if isinstance(sentences, str) else list(sentences)
-        return generating.translations(self, texts, beam, n_best, dtype, places, pairs)
+        return generating.translations(self.runtime, texts, beam, n_best, dtype, places, pairs)
 
     # -- encoders --------------------------------------------------------------------------------
 
     def embed(self, text: str | list[str], *, engine: str | None = None) -> np.ndarray:
-        """Sentence embeddings: unit vectors (C,) for one text, (N, C) for a list, as `glassformer
-        embed` computes them (torch float32 by default, the reference engine in float64)."""
+        """Sentence embeddings, as `glassformer embed` computes them.
+
+        Parameters
+        ----------
+        text : str or list of str
+            One text, or a list.
+        engine : {"torch", "reference"}, optional
+            Default torch float32 (reference, float64, when the model's engine is).
+
+        Returns
+        -------
+        ndarray
+            Unit vectors: (C,) for a text, (N, C) for a list.
+        """
         if not self.cfg.has_encoder:
             raise GlassformerError(f"embed needs an encoder; {self.name} is arch={self.cfg.arch!r}")
         texts = [text] if isinstance(text, str) else list(text)
-        ids = [self.encode(t) for t in texts]
-        engine = engine or ("reference" if self.engine == "reference" else "torch")
+        ids = [self.runtime.encode(t) for t in texts]
+        engine = engine or ("reference" if self.runtime.engine == "reference" else "torch")
         try:
             E = inference.embed(self.cfg, self.params, ids, engine, numerics.REFERENCE, self.device)
         except numerics.NonFiniteError as e:
             raise e.at(f"text {e.row + 1}") from None
         return E[0] if isinstance(text, str) else E
 
-    def class_probabilities(self, ids: list[list[int]], *, engine: str | None = None):
-        """(N, n_classes) class probabilities of encoded texts (`classify`'s numbers)."""
-        self.need_classifier()
-        engine = engine or self.engine
-        fix = numerics.REFERENCE
-        return inference.class_probabilities(
-            self.cfg, self.params, ids, engine, fix=fix, device=self.device
-        )
-
     def classify(
-        self, text: str | list[str], *, engine: str | None = None, places=None
+        self,
+        text: str | list[str],
+        *,
+        engine: str | None = None,
+        places: list[str] | None = None,
     ) -> results.Classification | list[results.Classification]:
-        """What `glassformer classify --json` gives per text: a `Classification` (label, class
-        index, probability, probabilities by class name); a list of them for a list (`places`
-        names each text in a refusal of non-finite values)."""
-        self.need_classifier()
+        """What `glassformer classify --json` gives per text.
+
+        Parameters
+        ----------
+        text : str or list of str
+            One text, or a list.
+        engine : {"auto", "torch", "reference"}, optional
+            Default the model's.
+        places : list of str, optional
+            Each text's name in a refusal of non-finite values.
+
+        Returns
+        -------
+        Classification, or a list of them
+            label, index (the class number), probability, probabilities by class name;
+            `to_dict()` is the command's JSON.
+        """
+        rt = self.runtime
+        rt.need_classifier()
         texts = [text] if isinstance(text, str) else list(text)
-        ids = [self.encode(t) for t in texts]
+        ids = [rt.encode(t) for t in texts]
         places = places or [f"text {n + 1}" for n in range(len(texts))]
         try:
-            probs = self.class_probabilities(ids, engine=engine)
+            probs = rt.class_probabilities(ids, engine=engine)
         except numerics.NonFiniteError as e:
             raise e.at(places[e.row]) from None
-        out = [results.Classification.of(self.class_names, p) for p in probs]
+        out = [results.Classification.of(rt.class_names, p) for p in probs]
         return out[0] if isinstance(text, str) else out
-
-    def class_result(self, probs: np.ndarray) -> dict:
-        return results.Classification.of(self.class_names, probs).to_dict()
-
-    def need_classifier(self) -> None:
-        cfg = self.cfg
-        if cfg.arch != "encoder" or not cfg.n_classes:
-            what = f"an {cfg.arch}" if cfg.arch != "decoder" else "a decoder"
-            hint = "; for an encoder without one use `embed`" if cfg.arch == "encoder" else ""
-            raise GlassformerError(
-                f"classify needs an encoder with a classifier (n_classes > 0); {self.name} is "
-                f"{what}{' without a classifier' if cfg.arch == 'encoder' else ''}{hint}"
-            )
 
     def evaluate(self, data: str, *, beam: int | None = None, limit: int | None = None) -> str:
         """What `glassformer eval` prints: loss and perplexity (a decoder), BLEU and chrF (an
-        encoder-decoder) or accuracy (a classifier) on `data` (`evaluating.py`)."""
+        encoder-decoder) or accuracy (a classifier).
+
+        Parameters
+        ----------
+        data : str or path
+            A shipped corpus's name or a file.
+        beam : int, optional
+            An encoder-decoder's beam width (default 4).
+        limit : int, optional
+            Only the first N tokens or pairs.
+
+        Returns
+        -------
+        str
+            The line `glassformer eval` prints.
+        """
         from glassformer.evaluating import evaluate
 
-        return evaluate(self, data, beam, limit)
+        return evaluate(self.runtime, data, beam, limit)
 
     # -- looking inside --------------------------------------------------------------------------
 
@@ -527,68 +693,254 @@ class Model:
         decoding: Decoding | None = None,
         quiet: bool = False,
     ) -> Run:
-        """One traced forward pass of the reference engine (float64, every step) on `text`
-        (or on decoder `ids`), as `explain` runs it. An encoder-decoder reads the text as its
-        source and the decoder `target` (text, or ids from BOS), or by default what `decoding`
-        generates (greedy); a decoder also generates when decoding.max_new_tokens is given."""
+        """One traced forward pass of the reference engine (float64, every step), as `explain`
+        runs it.
+
+        Parameters
+        ----------
+        text : str, optional
+            The input (an encoder-decoder's source).
+        ids : list of int, optional
+            A decoder's token ids instead of text.
+        target : str or list of int, optional
+            An encoder-decoder's decoder text, or ids from BOS (default: what `decoding`
+            generates).
+        decoding : Decoding, optional
+            An encoder-decoder's decoding (greedy by default); a decoder generates too when
+            its max_new_tokens is given.
+        quiet : bool
+            No notes.
+
+        Returns
+        -------
+        Run
+            The trace (`run.trace[name]`) and what the pass read and returned.
+        """
         from glassformer import touch
 
-        return touch.traced_run(self, text, ids, target, decoding, quiet)
+        return touch.traced_run(self.runtime, text, ids, target, decoding, quiet)
 
-    def trace(self, text: str | None = None, **kwargs) -> Trace:
-        """The trace of `run(text, ...)`: every intermediate, by name."""
-        return self.run(text, **kwargs).trace
+    def trace(
+        self,
+        text: str | None = None,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> Trace:
+        """The trace of `run`: every intermediate, by name.
+
+        Parameters
+        ----------
+        text, ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Trace
+        """
+        return self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet).trace
 
     def result(self, run: Run) -> results.Outcome:
         """What the model made of the run's input (the end of an explain report): the decoded
-        text, the next token, the class with its probability, or the pooled embedding."""
+        text, the next token, the class with its probability, or the pooled embedding.
+
+        Parameters
+        ----------
+        run : Run
+            A run `run` made.
+
+        Returns
+        -------
+        Outcome
+            A `results.GeneratedText`, `NextToken`, `PredictedClass` or `PooledEmbedding`
+            (`to_dict()`: the report's "result").
+        """
         from glassformer import touch
 
-        return touch.result(self, run)
+        return touch.result(self.runtime, run)
 
-    def ablate(self, text: str | Run, names: list[str], **kwargs) -> results.Ablation:
+    def ablate(
+        self,
+        text: str | Run,
+        names: str | list[str],
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> results.Ablation:
         """`explain --ablate`: per position the prediction with and without the named heads,
         sublayers or steps zeroed (and the output generated again under the ablation); for a
-        classifier, each class's probability before and after by name ("classes"). text: the
-        input, or a Run already made (kwargs: `run`'s)."""
+        classifier, each class's probability before and after, by name.
+
+        Parameters
+        ----------
+        text : str or Run
+            The input, or a run already made (then the options below are not read).
+        names : str or list of str
+            Heads, sublayers or steps (`touch.names`; step names may hold *).
+        ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Ablation
+            ablated, steps, positions (per position the prediction before and after; None for a
+            classifier), classes (a classifier's: label, before, after, change), notes, and
+            text / text_ablated when the run generated; `to_dict()` is `explain --json`'s.
+        """
         from glassformer import touch
 
-        run = text if isinstance(text, Run) else self.run(text, **kwargs)
-        return touch.ablation(self, run, [names] if isinstance(names, str) else list(names))
-
-    def patch(self, text: str | Run, clean: str, **kwargs) -> results.Patching:
-        """`explain --patch-from CLEAN`: how much of the clean run's logit difference each
-        head restores when patched into the run on `text` (or a Run already made). A
-        classifier's metric is logit[the clean run's class] - logit[this run's class], and
-        "classes" gives each class's probability in this run (before) and the clean run (after)."""
-        from glassformer import touch
-
-        return touch.patching(
-            self, text if isinstance(text, Run) else self.run(text, **kwargs), clean
+        if not isinstance(text, Run):
+            text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
+        return touch.ablation(
+            self.runtime, text, [names] if isinstance(names, str) else list(names)
         )
 
+    def patch(
+        self,
+        text: str | Run,
+        clean: str,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> results.Patching:
+        """`explain --patch-from CLEAN`: how much of the clean run's logit difference each head
+        restores when patched into the run on `text`. A classifier's metric is logit[the clean
+        run's class] - logit[this run's class].
+
+        Parameters
+        ----------
+        text : str or Run
+            The corrupted input, or a run already made (then the options below are not read).
+        clean : str
+            The clean input, of as many tokens.
+        ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Patching
+            clean, metric, tables (per attention kind, each head's share of the logit difference
+            restored), position and after_token (None for a classifier), classes (a
+            classifier's probabilities in this run, before, and the clean run, after).
+        """
+        from glassformer import touch
+
+        if not isinstance(text, Run):
+            text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
+        return touch.patching(self.runtime, text, clean)
+
     def intervene(self, fns: dict):
-        """A context in which both engines' taps apply `fns` ({name: fn}, `interventions`)."""
+        """A context in which both engines' taps apply `fns`.
+
+        Parameters
+        ----------
+        fns : dict
+            {step name (may hold *): function of its value -> the value used instead}.
+
+        Returns
+        -------
+        context manager
+        """
         return trace_intervene(fns)
 
-    def lens(self, text: str, **kwargs) -> results.Lens:
-        """`glassformer lens --json`: the logit lens (and direct logit attribution with dla=)."""
+    def lens(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        k: int = 3,
+        sublayers: bool = False,
+        dla: str | None = None,
+        versus: str | None = None,
+        position: int | None = None,
+    ) -> results.Lens:
+        """`glassformer lens --json`: the logit lens, and direct logit attribution with `dla`.
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        target : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        k : int
+            The top tokens shown per layer and position.
+        sublayers : bool
+            Read the stream after each sublayer, not only after each block.
+        dla : str, optional
+            A token whose logit is shared among heads and sublayers.
+        versus : str, optional
+            A token whose logit is subtracted in `dla`'s attribution.
+        position : int, optional
+            The position `dla` explains (default the last; negative counts from the end).
+
+        Returns
+        -------
+        Lens
+            input (tokens), lens (the table), dla (with `dla`); `to_dict()` is `lens --json`'s.
+        """
         from glassformer import touch
 
-        return touch.lens(self, text, **kwargs)
+        return touch.lens(
+            self.runtime,
+            text,
+            target=target,
+            k=k,
+            sublayers=sublayers,
+            dla=dla,
+            versus=versus,
+            position=position,
+        )
 
-    def attribute(self, text: str, **kwargs) -> results.Attribution:
-        """`glassformer attribute --json`: each predicted token's logit shared among inputs."""
+    def attribute(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        method: str = "integrated_gradients",
+        steps: int | None = None,
+        max_new_tokens: int | None = None,
+        baseline: str | int | None = None,
+    ) -> results.Attribution:
+        """`glassformer attribute --json`: each predicted token's logit shared among the inputs.
+
+        Parameters
+        ----------
+        text : str
+            The input (a decoder's prompt, an encoder-decoder's source).
+        target : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        method : {"integrated_gradients", "gradient_x_input"}
+            The attribution.
+        steps : int, optional
+            Integrated gradients' nodes (default 64).
+        max_new_tokens : int, optional
+            A decoder's tokens predicted and explained (default 5).
+        baseline : str or int, optional
+            Integrated gradients' baseline token (a piece, #id or an id; default zeros).
+
+        Returns
+        -------
+        Attribution
+            input, predicted, and the attribution's method, targets, scores, ...; `to_dict()` is
+            `attribute --json`'s.
+        """
         from glassformer import touch
 
-        return touch.attribute(self, text, **kwargs)
-
-    def diff(self, text: str, engines=("reference", "torch"), tol: float = 1e-6):
-        """`glassformer diff`: the same input through each engine, step by step in data-flow
-        order, the largest difference of every step and the first beyond `tol`."""
-        from glassformer.engine_diff import diff
-
-        return diff(self, text, engines, tol)
+        return touch.attribute(
+            self.runtime,
+            text,
+            target=target,
+            method=method,
+            steps=steps,
+            max_new_tokens=max_new_tokens,
+            baseline=baseline,
+        )
 
     def run_with_cache(
         self,
@@ -617,18 +969,34 @@ class Model:
         ActivationCache
             a Mapping name -> array (a glob -> dict), .mask (batch, T; True: a real token), .tokens
         """
-        return activations.run_with_cache(self, texts, names, targets, engine, dtype, batch_size)
+        how = (names, targets, engine, dtype, batch_size)
+        return activations.run_with_cache(self.runtime, texts, *how)
 
     # -- writing ---------------------------------------------------------------------------------
 
     def save(self, path: str | Path, *, dtype: str = "float32", overwrite: bool = False) -> Path:
         """A glassformer checkpoint folder (config.json, model.safetensors, tokenizer.json,
-        labels.json); an existing folder is replaced only with overwrite=True."""
+        labels.json).
+
+        Parameters
+        ----------
+        path : str or path
+            The folder (never the one the model was read from).
+        dtype : {"float32", "float64", "float16"}
+            The weights' precision on disk.
+        overwrite : bool
+            Replace an existing folder.
+
+        Returns
+        -------
+        Path
+            The folder written.
+        """
         weights.save(
             path,
             self.cfg,
             self.params,
-            tokenizer=self.tok,
+            tokenizer=self.tokenizer,
             dtype=dtype,
             labels=self.labels,
             overwrite=overwrite,
@@ -636,7 +1004,20 @@ class Model:
         return Path(path)
 
     def export_hf(self, path: str | Path, *, overwrite: bool = False) -> tuple[str, Path]:
-        """A Hugging Face folder of the matching family: (family, folder)."""
+        """A Hugging Face folder of the matching family: (family, folder).
+
+        Parameters
+        ----------
+        path : str or path
+            The folder (never the one the model was read from).
+        overwrite : bool
+            Replace an existing folder.
+
+        Returns
+        -------
+        (str, Path)
+            The family and the folder written.
+        """
         from glassformer import hf_dir
 
-        return hf_dir.export(path, self.cfg, self.params, self.tok, overwrite=overwrite)
+        return hf_dir.export(path, self.cfg, self.params, self.tokenizer, overwrite=overwrite)

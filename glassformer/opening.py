@@ -1,76 +1,55 @@
-"""What a `Model` is made from: `load` (a glassformer checkpoint folder, a Hugging Face or
-nanoGPT folder, a preset's name -> a `Model`) and `with_params` (the same model on other
-weights). `glassformer.load` is this `load`.
+"""What a `Model` is made from: `read` turns a glassformer checkpoint folder, a Hugging Face or
+nanoGPT folder, or a preset's name into its `Parts` (config, weights, tokenizer, class names, where
+it was read from). `Model.load` (`glassformer.load`) makes a Model of them.
 
 Deliberately not here: reading the folders themselves (`weights.py`, `loading.py`, `hf_dir.py`),
-the model's work (`model.py`).
+the Model and its checks of the arguments (`model.py`: this module never imports it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from glassformer import devices, inference, weights
-from glassformer.arguments import entry
-from glassformer.config import PRESETS
+from glassformer import weights
+from glassformer.config import PRESETS, Config
 from glassformer.errors import InputError
 
-if TYPE_CHECKING:
-    from glassformer.model import Model
+
+@dataclass
+class Parts:
+    """A model's parts as read: tokenizer None when it has none, labels a classifier's class
+    names as saved (or None), path the folder (absolute; None for a preset), family the Hugging
+    Face model_type of a folder imported on the fly (or None), name how it is shown."""
+
+    cfg: Config
+    params: dict
+    tokenizer: object
+    name: str
+    labels: list[str] | None = None
+    path: Path | None = None
+    family: str | None = None
 
 
-@entry  # every argument against glassformer.arguments' table, before any work
-def load(
-    path_or_preset: str | Path,
-    *,
-    engine: str = "auto",
-    dtype: str | None = None,
-    seed: int | None = None,
-    on_note: Callable[[str], None] | None = None,
-    device: str = "cpu",
-    threads: int | None = None,
-) -> Model:
+def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
     """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
     preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
-    hello-world, none for the others) as a `Model`.
-
-    engine: "auto" (PyTorch where the command line uses it, if installed), "torch" or
-    "reference" (NumPy float64 everywhere). dtype: the PyTorch engine's precision for
-    generate, translate and the explorer's decoding (None: each method's command-line
-    default); on_note: where notes go (default: `Model.notes`). device: where the PyTorch engine
-    runs, "cpu" or a GPU that PyTorch sees ("cuda", "cuda:N"; not with engine="reference", nor
-    with int8). threads: PyTorch's and NumPy BLAS's threads, for the whole process (None: as
-    they are; `devices.use_threads`)."""
+    hello-world, none for the others)."""
     from glassformer import loading
-    from glassformer.model import Model  # (model.py imports this module)
     from glassformer.tokenizer import article_tokenizer
 
-    if dtype is not None:
-        inference.check_dtype(dtype, engine)
-    devices.check_device(device, engine, dtype)  # before any work, as dtype
     p = Path(path_or_preset)
-    options = dict(engine=engine, dtype=dtype, on_note=on_note, device=device, threads=threads)
     if str(path_or_preset) in PRESETS and not p.exists():
         cfg = PRESETS[str(path_or_preset)]
         tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None
         params = weights.init(cfg, seed=0 if seed is None else seed)
-        return Model(cfg, params, tok, name=str(path_or_preset), **options)
+        return Parts(cfg, params, tok, name=str(path_or_preset))
     if seed is not None:
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
     if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
         cfg, params, tok, family = imported
-        return Model(cfg, params, tok, path=p.absolute(), family=family, name=str(p), **options)
+        return Parts(cfg, params, tok, name=str(p), path=p.absolute(), family=family)
     cfg, params, tok = weights.load(p)
     labels = weights.load_labels(p, cfg)
     # The folder it was read from, absolute (a later chdir changes nothing): never written to.
-    return Model(cfg, params, tok, labels=labels, path=p.absolute(), name=str(p), **options)
-
-
-@entry
-def with_params(m: Model, params: dict) -> Model:
-    """The same model with other weights (e.g. snapshots averaged)."""
-    other = type(m).__new__(type(m))
-    other.__dict__ = dict(m.__dict__, params=params, _engines={}, _made={})
-    return other
+    return Parts(cfg, params, tok, name=str(p), labels=labels, path=p.absolute())

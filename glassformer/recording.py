@@ -345,7 +345,7 @@ def as_lists(per_token: list[dict], keys: int | None = None, queries: list[int] 
 
 def words_of(readable: list[str], kind: str) -> list[int]:
     """Each piece's word number (-1: whitespace alone), from the pieces as a person reads them
-    (`Model.readable`): a piece that starts with whitespace starts a word (SentencePiece's ▁,
+    (`Runtime.readable`): a piece that starts with whitespace starts a word (SentencePiece's ▁,
     GPT-2's Ġ), a WordPiece "##" piece continues one, a word tokenizer's piece is a word."""
     out, w, gap = [], -1, True
     for p in readable:

@@ -3,9 +3,10 @@
 logit lens (`Model.lens`) and input attribution (`Model.attribute`).
 
 The work is `interventions.py`'s, `lens.py`'s and `attribution.py`'s; here is how a Model's text
-becomes their inputs and how their outcomes are told (the typed results of `results.py`, whose
-`to_dict()` the command line prints and writes). Every run is the float64 reference engine's
-unless a method says so. A `Run` is also a mapping of its trace's step names to values.
+(read through its `Runtime`, `m` below) becomes their inputs and how their outcomes are told
+(the typed results of `results.py`, whose `to_dict()` the command line prints and writes). Every
+run is the float64 reference engine's unless a method says so. A `Run` is also a mapping of its
+trace's step names to values.
 
 Deliberately not here: argument parsing, printing, HTML.
 """
@@ -109,7 +110,7 @@ def _traced(m, text, ids, target, decoding, quiet):
     gen = None
     if cfg.arch == "encoder-decoder":
         src = m.encode(text, unknown=unknown)
-        m._unknown_note(unknown, quiet)
+        m.unknown_note(unknown, quiet)
         if target is None:
             gen = m.decoded(m.bos(), src, decoding, quiet=quiet)
             tgt = gen.ids
@@ -125,7 +126,7 @@ def _traced(m, text, ids, target, decoding, quiet):
     if cfg.arch == "decoder":
         if ids is None:
             ids = m.encode(text, unknown=unknown)
-            m._unknown_note(unknown, quiet)
+            m.unknown_note(unknown, quiet)
         stacks = {"decoder": ("the text", list(ids))}
         if decoding.max_new_tokens:
             step = m.step(prompt_len=len(ids), reference=True)
@@ -136,7 +137,7 @@ def _traced(m, text, ids, target, decoding, quiet):
             out = R.forward(m.params, cfg, seq)
         return Run(trace, None, seq, out, out, gen, len(ids), unknown, stacks, decoding)
     ids = m.encode(text, unknown=unknown)
-    m._unknown_note(unknown, quiet)
+    m.unknown_note(unknown, quiet)
     stacks = {"encoder": ("the text", ids)}
     with np.errstate(all="ignore"), tracing({"encoder": m.pieces(ids)}) as trace:
         if cfg.n_classes:

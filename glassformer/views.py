@@ -219,7 +219,7 @@ def probe_frame(cfg, params: dict, tok, text: str, labels, step: int, row: dict)
     metrics = frame_metrics(maps, stacks, run.logits, cfg.arch == "decoder")
     maps = {k: a.astype(np.float16) for k, a in maps.items()}  # kept at 2 bytes a value
     numbers = {k: float(v) for k, v in row.items() if _plain_number(v)}
-    tokens = {stack: m.readable(ids) for stack, ids in stacks.items()}
+    tokens = {stack: m.runtime.readable(ids) for stack, ids in stacks.items()}
     return Frame(step, numbers, tokens, metrics, maps)
 
 

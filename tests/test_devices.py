@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import glassformer
-from glassformer import devices, weights
+from glassformer import devices, engine_diff, weights
 from glassformer.cli import main
 from glassformer.errors import GlassformerError, InputError
 from glassformer.tokenizer import CharTokenizer, WordTokenizer
@@ -251,8 +251,10 @@ def test_the_device_check_names_the_gpus_it_sees(monkeypatch):
 def test_a_model_keeps_its_device_and_its_engines_are_on_it():
     m = glassformer.load("hello-world")
     assert m.device == "cpu" and m.threads is None
-    engine = m.torch("float32")
-    assert engine is m.torch("float32") and {p.device.type for p in engine.parameters()} == {"cpu"}
+    engine = m.runtime.torch("float32")
+    assert engine is m.runtime.torch("float32") and {
+        p.device.type for p in engine.parameters()
+    } == {"cpu"}
 
 
 # -- on a GPU: the same numbers as the CPU's ------------------------------------------------------
@@ -343,5 +345,7 @@ def test_cuda_evaluate_and_diff_equal_cpu(folders):
         np.asarray(numbers[1], float), np.asarray(numbers[0], float), rtol=TOL
     )
     # parity on the GPU: the float64 engine within 1e-6 of the reference at every step, float32
-    assert gpu_m.diff("to be").first_beyond == {"torch": None}
-    assert gpu_m.diff("to be", ("reference", "float32"), 1e-3).first_beyond == {"float32": None}
+    assert engine_diff.diff(gpu_m, "to be").first_beyond == {"torch": None}
+    assert engine_diff.diff(gpu_m, "to be", ("reference", "float32"), 1e-3).first_beyond == {
+        "float32": None
+    }

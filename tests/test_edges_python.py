@@ -22,12 +22,11 @@ import pytest
 from table import snapshot
 
 import glassformer
-from glassformer import weights
+from glassformer import engine_diff, weights
 from glassformer.cli import main
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError, InputError, TokenizerError
 from glassformer.model import Model
-from glassformer.opening import with_params
 from glassformer.tokenizer import CharTokenizer, WordTokenizer, article_tokenizer
 
 TEXT = "to be or not to be, that is the question."
@@ -124,7 +123,9 @@ for value, match in [
     case(f"generate({value!r:.20})", call, match)
 case("translate(None)", lambda m: m.s2s.translate(None), "text=None: must be a str or a list")
 case("translate({})", lambda m: m.s2s.translate({}), "text=<dict>")
-case("translations('a str')", lambda m: m.s2s.translations("Hello"), "must be a list of str")
+case(
+    "translations('a str')", lambda m: m.s2s.runtime.translations("Hello"), "must be a list of str"
+)
 case("classify([])", lambda m: m.clf.classify([]), r"text=\[\]: give at least one text")
 case("classify(5)", lambda m: m.clf.classify(5), "text=5: must be a str or a list of str")
 case("embed(array)", lambda m: m.s2s.embed(np.zeros(3)), "text=<ndarray>")
@@ -134,35 +135,40 @@ case("lens(None)", lambda m: m.dec.lens(None), "text=None: must be a str")
 case("attribute(123)", lambda m: m.dec.attribute(123), "text=123: must be a str")
 case("run(5)", lambda m: m.dec.run(5), "text=5: must be a str")
 case("trace(object())", lambda m: m.dec.trace(object()), "text=<object>: must be a str")
-case("diff(None)", lambda m: m.dec.diff(None), "text=None: must be a str")
+case("diff(None)", lambda m: engine_diff.diff(m.dec, None), "text=None: must be a str")
 case("ablate names 5", lambda m: m.dec.ablate("to be", 5), "names=5: must be a str or a list")
 case("patch clean None", lambda m: m.dec.patch("to be", None), "clean=None: must be a str")
 case("decode(['a'])", lambda m: m.dec.decode(["a"]), r"ids=\['a'\]: must be token ids")
 case("decode([-1])", lambda m: m.dec.decode([-1]), "ids: id -1 is out of range", TokenizerError)
-case("pieces past the vocabulary", lambda m: m.dec.pieces([0, 19]), "^ids: id 19 is out of range",
-     TokenizerError)  # fmt: skip
-case("pieces(None)", lambda m: m.dec.pieces(None), "ids=None: must be a list of token ids")
-case("readable(object())", lambda m: m.dec.readable(object()), "must be a list of token ids")
+case(
+    "pieces past the vocabulary",
+    lambda m: m.dec.runtime.pieces([0, 19]),
+    "^ids: id 19 is out of range",
+    TokenizerError,
+)
+case("pieces(None)", lambda m: m.dec.runtime.pieces(None), "ids=None: must be a list of token ids")
+case(
+    "readable(object())", lambda m: m.dec.runtime.readable(object()), "must be a list of token ids"
+)
 case("evaluate(None)", lambda m: m.dec.evaluate(None), "data=None: must be a path")
 case("evaluate(5)", lambda m: m.dec.evaluate(5), "data=5: must be a path")
 case("record(None)", lambda m: m.dec.record(None), "text=None: must be a str or a list")
 case("alignments(None)", lambda m: m.s2s.alignments(None), "sentences=None")
-case(
-    "with_params(None, {})", lambda m: with_params(None, {}), "m=None: must be a glassformer.Model"
-)
-case("with_params(m, None)", lambda m: with_params(m.dec, None), "params must be a dict")
+case("with_params(m, None)", lambda m: m.dec.with_params(None), "params must be a dict")
 case(
     "with_params lacks a tensor",
-    lambda m: with_params(m.dec, {}),
+    lambda m: m.dec.with_params({}),
     r"params lack the tensor 'decoder.tok_embed.weight' \(and 18 more\)",
 )
 case("Model(None, {})", lambda m: Model(None, {}), "cfg=None: must be a glassformer.Config")
-case("Model tok a str", lambda m: Model(m.dec.cfg, m.dec.params, "char"), "tok='char'")
+case("Model tokenizer a str", lambda m: Model(m.dec.cfg, m.dec.params, "char"), "tokenizer='char'")
 case("result(None)", lambda m: m.dec.result(None), "run=None: must be a Run")
-case("class_result([])", lambda m: m.clf.class_result([]), "must be 2 finite numbers")
-case("class_result of a decoder", lambda m: m.dec.class_result([1.0]), "is not a classifier")
+case("class_result([])", lambda m: m.clf.runtime.class_result([]), "must be 2 finite numbers")
+case(
+    "class_result of a decoder", lambda m: m.dec.runtime.class_result([1.0]), "is not a classifier"
+)
 case("intervene(5)", lambda m: m.dec.intervene(5), "fns=5: must be a dict")
-case("step src a str", lambda m: m.s2s.step("ab"), "src='ab': must be a list of token ids")
+case("step src a str", lambda m: m.s2s.runtime.step("ab"), "src='ab': must be a list of token ids")
 case("generate 2 args", lambda m: m.dec.generate("a", 5), "too many positional arguments")
 case("lens unknown keyword", lambda m: m.dec.lens("to be", kk=3), "has no parameter 'kk'")
 case("generate unknown option", lambda m: m.dec.generate("to", topk=3), "has no parameter 'topk'")
@@ -220,7 +226,7 @@ for name, kwargs, match, argv, says in [
      "vocabulary", [*GEN, "--beam-width", "1000"], "--beam-width 1000 is more than the vocabulary"),
     ("greedy with a temperature", dict(strategy="greedy", temperature=0.5), "does nothing with "
      "strategy='greedy'", [*GEN, "--strategy", "greedy", "--temperature", "0.5"], "does nothing"),
-    ("unknown option", dict(topk=3), "unexpected keyword argument 'topk'", None, ""),
+    ("unknown option", dict(topk=3), "has no parameter 'topk'", None, ""),
     ("decoding a dict", dict(decoding={"strategy": "beam"}), "decoding=<dict>: must be a "
      "glassformer.Decoding", None, ""),
 ]:  # fmt: skip
@@ -268,7 +274,11 @@ case(
     cli=["generate", "{run}", "to be", "--device", "cuda", "--engine", "reference"],
     cli_says="is NumPy float64 on the CPU",
 )
-case("class_probabilities engine", lambda m: m.clf.class_probabilities([[1]], engine=""), "engine")
+case(
+    "class_probabilities engine",
+    lambda m: m.clf.runtime.class_probabilities([[1]], engine=""),
+    "engine",
+)
 case("lens k=0", lambda m: m.dec.lens("to be", k=0), "k=0: must be >= 1",
      cli=["lens", "{run}", "to be", "--k", "0"], cli_says="--k must be >= 1, got 0")  # fmt: skip
 case(
@@ -280,10 +290,9 @@ case(
 )
 case("attribute method", lambda m: m.dec.attribute("to", method="ig"), "method='ig'")
 case("lens position a str", lambda m: m.dec.lens("to", dla="t", position="3"), "position='3'")
-case("diff tol=0", lambda m: m.dec.diff("to be", tol=0), "tol=0: must be a number > 0")
 case("run quiet='yes'", lambda m: m.dec.run("to be", quiet="yes"), "quiet='yes': must be True")
 case("run ids for no text", lambda m: m.dec.run(ids=[]), r"ids=\[\]: give at least one token id")
-case("torch dtype", lambda m: m.dec.torch("float16"), "dtype='float16': must be one of")
+case("torch dtype", lambda m: m.dec.runtime.torch("float16"), "dtype='float16': must be one of")
 
 # -- render(only=...) and weights that do not fit -------------------------------------------------
 
@@ -361,7 +370,7 @@ for name, target in [
         )
 case(
     "save a copy onto the training run",
-    lambda m: with_params(m.dec, m.dec.params).save(m.run, overwrite=True),
+    lambda m: m.dec.with_params(m.dec.params).save(m.run, overwrite=True),
     "this model was read from",
 )
 case(
@@ -388,7 +397,7 @@ case(
 case(
     "tokenizer.save overwrite='no'",
     lambda m: __import__("glassformer.tokenizer").tokenizer.save(
-        m.dec.tok, m.run / "tokenizer.json", overwrite="no"
+        m.dec.tokenizer, m.run / "tokenizer.json", overwrite="no"
     ),
     "overwrite='no': must be True or False",
 )

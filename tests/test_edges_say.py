@@ -49,11 +49,10 @@ from table import (  # noqa: E402
     snapshot,
 )
 
-from glassformer import engine_diff, hf_llama, numerics, weights  # noqa: E402
+from glassformer import engine_diff, hf_llama, load, numerics, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.cli.diff import parse_engines  # noqa: E402
 from glassformer.errors import InputError, TokenizerError  # noqa: E402
-from glassformer.opening import load  # noqa: E402
 from glassformer.tokenizer import HFTokenizer  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
 
@@ -425,7 +424,7 @@ def test_diff_names_the_step_the_engines_own_trace_finds_first(models, tmp_path)
     here by numerics.first_nonfinite over the engine run alone, not through diff's rows)."""
     damaged("dec", 1e30)(tmp_path, models)
     m = load(tmp_path / "bad")
-    engine = m.torch("float32")
+    engine = m.runtime.torch("float32")
     ids = m.run("to be", quiet=True).ids
     with np.errstate(all="ignore"), torch.no_grad(), tracing() as trace:
         engine(torch.tensor([list(ids)]))

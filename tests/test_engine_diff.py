@@ -19,14 +19,13 @@ torch = pytest.importorskip("torch")
 from conftest import require  # noqa: E402
 
 from glassformer import engine_diff as D  # noqa: E402
-from glassformer import weights  # noqa: E402
+from glassformer import load, weights  # noqa: E402
 from glassformer.cli import diff as diff_cli  # noqa: E402
 from glassformer.cli.common import CommandParser, Parser, run  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.explain.diff import to_html, to_text  # noqa: E402
 from glassformer.model import Model  # noqa: E402
-from glassformer.opening import load, with_params  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAR_LM = ROOT / "models" / "char-lm"
@@ -44,7 +43,7 @@ ARCHS = {
 
 @pytest.fixture(scope="module")
 def tok():
-    return load(CHAR_LM).tok
+    return load(CHAR_LM).tokenizer
 
 
 def small(arch: str, tok) -> Model:
@@ -110,7 +109,7 @@ def test_a_perturbed_weight_is_found_at_the_first_step_it_touches(arch, param, f
     # One weight: 1e-3 on all of W could vanish (a LayerNorm's output sums to zero, and one
     # removes what is added to every feature alike).
     params[param][0, 0] += 1e-3
-    other = D.Engine(kind, with_params(m, params), label="perturbed")
+    other = D.Engine(kind, m.with_params(params), label="perturbed")
     r = D.diff(m, TEXT, ["reference", other], tol=1e-8, target=target(m))
     assert r.first_beyond["perturbed"] == first
     names = [row.name for row in r.rows]
@@ -181,7 +180,7 @@ W2 = "decoder.layers.0.ffn.w2.weight"
 def test_the_result_as_data_and_page(tok):
     m = small("decoder", tok)
     params = dict(m.params, **{"decoder.layers.0.ffn.w2.weight": m.params[W2] * 1.001})
-    r = D.diff(m, TEXT, ["reference", "torch", D.Engine("torch", with_params(m, params), "p")])
+    r = D.diff(m, TEXT, ["reference", "torch", D.Engine("torch", m.with_params(params), "p")])
     data = json.loads(json.dumps(r.to_dict(), allow_nan=False))  # strict JSON
     assert data["against"] == "reference" and data["first_beyond"] == {"torch": None, "p": (
         "decoder.0.ffn.out")}  # fmt: skip
@@ -278,7 +277,7 @@ def test_hf_finds_a_weight_only_transformers_holds(gpt2_dir):
     params["decoder.layers.1.self_attn.k.weight"] = (
         params["decoder.layers.1.self_attn.k.weight"] * 1.01
     )
-    r = D.diff(with_params(m, params), "the man eats bread", ["reference", "hf"], tol=1e-8)
+    r = D.diff(m.with_params(params), "the man eats bread", ["reference", "hf"], tol=1e-8)
     assert r.first_beyond["hf"] == "decoder.1.self_attn.head0.K"  # their c_attn's middle third
 
 
@@ -370,5 +369,5 @@ def test_transformers_llama_and_qwen2_hooked_at_the_same_names(case, tmp_path):
     assert r.row("decoder.0.self_attn.head0.Q_rot").cells["hf"] is None  # inside their attention
     params = dict(m.params)
     params["decoder.layers.1.ffn.w3.weight"] = params["decoder.layers.1.ffn.w3.weight"] * 1.01
-    r = D.diff(with_params(m, params), "Hello world", ["reference", "hf"], tol=1e-5)
+    r = D.diff(m.with_params(params), "Hello world", ["reference", "hf"], tol=1e-5)
     assert r.first_beyond["hf"] == "decoder.1.ffn.up"

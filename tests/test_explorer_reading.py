@@ -30,12 +30,11 @@ pytest.importorskip("torch")
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 from test_serve_browser import choose, until  # noqa: E402
 
-from glassformer import decoding, loading, weights  # noqa: E402
+from glassformer import decoding, load, loading, weights  # noqa: E402
 from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
-from glassformer.opening import load  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer.display import display_token  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
@@ -347,7 +346,7 @@ def test_generation_says_why_it_stopped_and_slides_past_the_context(page, tmp_pa
     choose(driver, "strategy", "sample")  # seed 1, temperature 0.8 (the page's defaults)
     until(driver, "return document.querySelectorAll('#gen-out .text .new').length === 60")
     how = Decoding(strategy="sample", max_new_tokens=60, seed=1, temperature=0.8)
-    want = m.decoded(prompt, None, how, window=True, quiet=True)  # what `generate` prints
+    want = m.runtime.decoded(prompt, None, how, window=True, quiet=True)  # what `generate` prints
     text = json.dumps(m.decode(want.ids[len(prompt) :]), ensure_ascii=False)
     assert ("output: " + text) in js(driver, "document.querySelector('#gen-out .sub').textContent")
     stop = js(driver, "[document.querySelector('#gen-out .stop').dataset.kind,"
@@ -512,7 +511,7 @@ def test_a_classifier_shows_its_classes_and_what_an_ablation_does_to_them(
     driver = page("model=clf&text=to be or not")
     m = load(classifier)
     ids = m.encode("to be or not")
-    forward = m.forward()
+    forward = m.runtime.reference_run()
     before = decoding.softmax(forward(ids))
     after = decoding.softmax(
         I.run_with(forward, ids, I.ablate_head(0, 1, stack="encoder", kind="self_attn"))
@@ -561,8 +560,8 @@ def test_generation_tells_why_it_stopped_as_the_command_line_does(tmp_path):
         how = Decoding(strategy="greedy", max_new_tokens=new)
         g = generation.generate(m, text, how)
         window = m.cfg.arch == "decoder"
-        src, prompt = (None, m.encode(text)) if window else (m.encode(text), m.bos())
-        want = m.decoded(prompt, src, how, window=window, quiet=True)
+        src, prompt = (None, m.encode(text)) if window else (m.encode(text), m.runtime.bos())
+        want = m.runtime.decoded(prompt, src, how, window=window, quiet=True)
         assert g["ids"] == want.ids and g["stop"]["kind"] == kind
         said = decoding.stop_reason(want, len(prompt), how, m.cfg)  # the command line's note
         assert flags.said(said).startswith(CLI_SAYS[kind])

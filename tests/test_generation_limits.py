@@ -121,8 +121,8 @@ def test_step_function_passes_the_window_to_either_engine():
     cfg = decoder("learned")
     params = weights.init(cfg, seed=3, std=0.5)
     ids = list(range(1, 10))
-    ref = Model(cfg, params, engine="reference").step(window=True)(ids)
-    tor = Model(cfg, params, engine="torch").step(window=True)(ids)
+    ref = Model(cfg, params, engine="reference").runtime.step(window=True)(ids)
+    tor = Model(cfg, params, engine="torch").runtime.step(window=True)(ids)
     np.testing.assert_allclose(tor, ref, rtol=0, atol=1e-5)  # the torch engine here is float32
 
 

@@ -53,7 +53,7 @@ def test_the_shipped_views_are_the_shipped_weights_maps(shipped):
     m = glassformer.load(DEMO, engine="reference")
     run = m.run(shipped.text, quiet=True)
     last = shipped.frames[-1]
-    assert last.tokens["decoder"] == m.readable(run.ids)
+    assert last.tokens["decoder"] == m.runtime.readable(run.ids)
     for site, A in last.maps.items():
         layer = int(site.split(".")[1])
         for h in range(A.shape[0]):

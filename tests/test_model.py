@@ -187,7 +187,7 @@ def test_a_run_is_what_explain_writes(capsys, enes):
     assert enes.result(run).to_dict() == data["result"]
     assert enes.trace("Hello world.").names() == run.trace.names()
     readable = {k: v["readable"] for k, v in data["tokens"].items()}
-    assert enes.readable(run.src) == readable["encoder"]
+    assert enes.runtime.readable(run.src) == readable["encoder"]
     assert enes.tokens("Hello world.") == readable["encoder"]
 
 
@@ -291,17 +291,17 @@ def test_repr_and_notebook_view(enes):
 def test_greedy_generation_is_the_reference_engines_argmax_loop(char):
     from glassformer import reference as R
 
-    ids = char.tok.encode("To be")
+    ids = char.tokenizer.encode("To be")
     for _ in range(12):
         ids.append(int(np.argmax(R.forward(char.params, char.cfg, ids)[-1])))
-    assert char.generate("To be", max_new_tokens=12) == char.tok.decode(ids)
+    assert char.generate("To be", max_new_tokens=12) == char.tokenizer.decode(ids)
     assert "stopped after max_new_tokens=12" in char.notes
 
 
 def test_an_ablation_moves_the_logits_by_what_run_with_says(char):
     from glassformer import interventions as I
 
-    ids = char.tok.encode("To be or")
+    ids = char.tokenizer.encode("To be or")
     run = I.reference_run(char.params, char.cfg)
     before = run(ids)
     after = I.run_with(run, ids, I.ablate_head(1, 2))

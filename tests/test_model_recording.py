@@ -26,11 +26,11 @@ from test_recording import (  # noqa: E402
     _mean_of,
 )
 
+from glassformer import load  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.cli.flags import said  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
-from glassformer.opening import load  # noqa: E402
 
 STEPS = ["decoder.*.self_attn.head*.A", "decoder.1.out", "decoder.output", "logits"]
 
@@ -69,9 +69,9 @@ def test_record_equals_the_reference_trace_and_generate(char64, strategy):
     for text, (_, rec) in zip(texts, got, strict=True):
         if rec is None:
             continue
-        ids = m.encode(text, window=True)
-        assert rec.input == m.pieces(ids) and len(rec.ids) == 6
-        assert rec.tokens == m.pieces(rec.ids)
+        ids = m.runtime.encode(text, window=True)
+        assert rec.input == m.runtime.pieces(ids) and len(rec.ids) == 6
+        assert rec.tokens == m.runtime.pieces(rec.ids)
         assert set(rec.steps) == names | {"decoder.1.out", "decoder.output", "logits"}
         _check_generation(m, ids, rec.ids, _values(rec.to_dict()), 3, "float64")
     # one comma-separated string names the same steps; one text gives one (output, record)
@@ -95,7 +95,7 @@ def test_record_of_an_encoder_decoder_reads_its_cross_attention(en_es):
         ]
         assert rec.tokens[-1] == "</s>" and text == m.generate(s)
         values = _values(rec.to_dict())
-        _check_generation(m, m.tok.encode(s), rec.ids, values, 5, "float64", enc_dec=True)
+        _check_generation(m, m.tokenizer.encode(s), rec.ids, values, 5, "float64", enc_dec=True)
 
 
 def test_record_is_what_generate_record_writes(char64, tmp_path, capsys):
@@ -119,8 +119,8 @@ def test_record_is_what_generate_record_writes(char64, tmp_path, capsys):
     # and not only the same code twice: each line against the reference engine's trace
     prompts = [t for t in texts if t]
     for text, line in zip(prompts, lines, strict=True):
-        ids = char64.encode(text, window=True)
-        assert line["input"] == char64.pieces(ids)
+        ids = char64.runtime.encode(text, window=True)
+        assert line["input"] == char64.runtime.pieces(ids)
         _check_generation(char64, ids, line["ids"], _values(line), 2, "float64")
     assert list(lines[0]["steps"]) == ["decoder.2.out", "decoder.3.self_attn.head0.A"]
     # the command's default top-k is the method's
@@ -143,14 +143,18 @@ def test_alignments_equal_the_reference_trace_of_the_translation(en_es, beam):
         else [(a, h) for a in range(3) for h in range(4)]
     )
     got = list(m.alignments(SENTENCES, layers=layers, heads=heads, beam=beam, dtype="float64"))
-    assert [t for t, _ in got] == list(m.translations(SENTENCES, beam=beam, dtype="float64"))
+    assert [t for t, _ in got] == list(
+        m.runtime.translations(SENTENCES, beam=beam, dtype="float64")
+    )
     asymmetric = []
     for s, (text, rec) in zip(SENTENCES, got, strict=True):
-        ids = m.tok.encode(text)
-        assert rec["target"] == m.pieces(ids) and rec["source"] == m.pieces(m.tok.encode(s))
+        ids = m.tokenizer.encode(text)
+        assert rec["target"] == m.runtime.pieces(ids) and rec["source"] == m.runtime.pieces(
+            m.tokenizer.encode(s)
+        )
         named = [f"decoder.{a}.cross_attn.head{h}.A" for a, h in pairs]
         assert rec["heads"] == (named if beam == 4 else "all")
-        want = _mean_of(m.trace(s, target=m.bos() + ids), pairs, len(ids))
+        want = _mean_of(m.trace(s, target=m.runtime.bos() + ids), pairs, len(ids))
         A = np.array(rec["attention"])
         assert A.shape == want.shape and np.abs(A - want).max() < TOL["float64"]
         asymmetric.append(_check_alignment(want, rec))
@@ -160,11 +164,13 @@ def test_alignments_equal_the_reference_trace_of_the_translation(en_es, beam):
 def test_alignments_with_n_best_record_the_best_translation(en_es):
     m = en_es
     got = list(m.alignments(SENTENCES[:2], layers=1, beam=4, n_best=2, dtype="float64"))
-    plain = list(m.translations(SENTENCES[:2], beam=4, n_best=2, dtype="float64"))
+    plain = list(m.runtime.translations(SENTENCES[:2], beam=4, n_best=2, dtype="float64"))
     assert [[c.text for c in cands] for cands, _ in got] == [[c.text for c in p] for p in plain]
     for s, (cands, rec) in zip(SENTENCES[:2], got, strict=True):
-        ids = m.tok.encode(cands[0].text)
-        want = _mean_of(m.trace(s, target=m.bos() + ids), [(1, h) for h in range(4)], len(ids))
+        ids = m.tokenizer.encode(cands[0].text)
+        want = _mean_of(
+            m.trace(s, target=m.runtime.bos() + ids), [(1, h) for h in range(4)], len(ids)
+        )
         assert np.abs(np.array(rec["attention"]) - want).max() < TOL["float64"]
         _check_alignment(want, rec)
 
@@ -188,10 +194,12 @@ def test_alignments_are_what_translate_alignments_writes(en_es, tmp_path, capsys
     # translation (float32 engine, float64 trace)
     asymmetric = []
     for s, text, line in zip(sentences, [x for x in printed if x], lines, strict=True):
-        ids = en_es.tok.encode(text)
-        want = _mean_of(en_es.trace(s, target=en_es.bos() + ids), [(2, 0), (2, 3)], len(ids))
+        ids = en_es.tokenizer.encode(text)
+        want = _mean_of(
+            en_es.trace(s, target=en_es.runtime.bos() + ids), [(2, 0), (2, 3)], len(ids)
+        )
         assert np.abs(np.array(line["attention"]) - want).max() < TOL["float32"]
-        assert line["target"] == en_es.pieces(ids)
+        assert line["target"] == en_es.runtime.pieces(ids)
         asymmetric.append(_check_alignment(want, line))
     assert any(asymmetric)
 

@@ -80,7 +80,7 @@ def inputs(m):
     """(source or None, decoder ids) of TEXT: a decoder's text; a translation's source, with its
     own tokens after BOS as the decoder's."""
     ids = m.encode(TEXT)
-    return (ids, m.bos() + ids) if m.cfg.arch == "encoder-decoder" else (None, ids)
+    return (ids, m.runtime.bos() + ids) if m.cfg.arch == "encoder-decoder" else (None, ids)
 
 
 def traced(m):
@@ -199,7 +199,9 @@ def test_a_kv_head_ablation_is_zeroing_its_values(models):
     got = I.run_with(I.reference_run(m.params, m.cfg), ids, I.ablate_kv_head(1, 1, 2))
     np.testing.assert_allclose(got, want, atol=1e-12)
     assert r.steps == ["decoder.1.self_attn.head2.C", "decoder.1.self_attn.head3.C"]
-    assert [p["predicted_ablated"] for p in r.positions] == m.readable(list(want.argmax(-1)))
+    assert [p["predicted_ablated"] for p in r.positions] == m.runtime.readable(
+        list(want.argmax(-1))
+    )
 
 
 def test_kv_head_names_are_refused_where_they_mean_nothing(models):

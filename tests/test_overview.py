@@ -457,8 +457,14 @@ def test_the_report_top_in_chromium(browser, tmp_path):  # noqa: F811
     driver = need(browser)
     m = glassformer.load(EN_ES)
     run = m.run("Hello world.")
-    page = render_html(run.trace, title="glassformer explain: “Hello world.”", params=m.params,
-                       vocab=m.tok.vocab, token_kind=m.token_kind, cfg=m.cfg)  # fmt: skip
+    page = render_html(
+        run.trace,
+        title="glassformer explain: “Hello world.”",
+        params=m.params,
+        vocab=m.tokenizer.vocab,
+        token_kind=m.runtime.token_kind,
+        cfg=m.cfg,
+    )
     path = tmp_path / "report.html"
     path.write_text(page, encoding="utf-8")
     driver.set_window_size(1280, 1000)

@@ -1,8 +1,9 @@
 """Only a `GlassformerError` leaves the Python API for bad input (issue 35, point 3).
 
-The oracle is the promise itself, driven by hypothesis: every public method of `Model` (found by
-introspection, so that a new method is driven as soon as it exists), `glassformer.load`,
-`with_params`, `Model(...)`, `explain.text.render` and `torch_model.from_params` is called with
+The oracle is the promise itself, driven by hypothesis: every public method of `Model` and of its
+`Runtime` (found by introspection, so that a new method is driven as soon as it exists; `Model.load`
+is `glassformer.load`), `Model(...)`, `Runtime(...)`, `explain.text.render` and
+`torch_model.from_params` is called with
 one or more arguments drawn from values of the wrong type (None, numbers, bools, str, bytes,
 lists, dicts, NumPy arrays and scalars, plain objects, paths) and numbers out of range, the others
 good; the call may succeed (a value of the wrong type that happens to mean something) or raise,
@@ -26,21 +27,29 @@ from hypothesis import strategies as st
 from table import snapshot
 from test_edges_python import build as build_models
 
-import glassformer
 from glassformer import arguments
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError
 from glassformer.model import Model
-from glassformer.opening import with_params
+from glassformer.runtime import Runtime
 
 METHODS = [n for n in arguments.public_methods(Model) if n != "__init__"]
+RUNTIME_METHODS = [n for n in arguments.public_methods(Runtime) if n != "__init__"]
 
 
 def test_the_introspection_finds_the_methods_a_user_calls():
-    assert {"generate", "translate", "classify", "evaluate", "save", "export_hf", "run"} <= set(
-        METHODS
-    )
-    assert not any(n.startswith("_") for n in METHODS)
+    assert {
+        "load",
+        "generate",
+        "translate",
+        "classify",
+        "evaluate",
+        "save",
+        "export_hf",
+        "run",
+    } <= set(METHODS)
+    assert {"step", "decoded", "encode", "pieces", "class_result"} <= set(RUNTIME_METHODS)
+    assert not any(n.startswith("_") for n in METHODS + RUNTIME_METHODS)
 
 
 # -- the table is complete ------------------------------------------------------------------------
@@ -51,7 +60,7 @@ def _parameters(fn, key: str) -> list[str]:
     names = [
         p.name
         for p in sig.parameters.values()
-        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.name not in ("self", "cls") and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
     ]
     if any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
         assert key in arguments.KEYWORDS, f"{key}(**...): say where its keywords go (KEYWORDS)"
@@ -61,10 +70,10 @@ def _parameters(fn, key: str) -> list[str]:
 
 def _entries():
     from glassformer.explain.text import render
-    from glassformer.opening import load
 
     yield from ((name, getattr(Model, name)) for name in arguments.public_methods(Model))
-    yield from (("load", load), ("with_params", with_params), ("render", render))
+    yield from ((name, getattr(Runtime, name)) for name in arguments.public_methods(Runtime))
+    yield ("render", render)
 
 
 @pytest.mark.parametrize("key, fn", list(_entries()), ids=lambda x: x if isinstance(x, str) else "")
@@ -135,7 +144,8 @@ def good_values(kind: str, m: Model, tmp: Path) -> dict:
         "window": False, "quiet": True, "reference": True, "fix": None, "room": 0,
         "what": "the text", "unknown": [], "prompt_len": 1, "step": None, "sublayers": False,
         "data": str(tmp / ("corpus.txt" if kind == "dec" else "pairs.tsv")),
-        "temperature": 0.7, "top_k": 2, "top_p": 0.9, "seed": 3,
+        "temperature": 0.7, "top_k": 2, "top_p": 0.9, "seed": 3, "path_or_preset": "tiny",
+        "params": m.params,
     }  # fmt: skip
 
 
@@ -211,7 +221,7 @@ def _call(tmp: Path, fn, args, kwargs) -> None:
 def _draw_call(data, fn, key: str, goods: dict, unknown: bool = True):
     """(args, kwargs) for `fn`: one or more parameters bad, the rest good or left out."""
     sig = inspect.signature(inspect.unwrap(fn))
-    params = [p for p in sig.parameters.values() if p.name != "self"]
+    params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")]
     slots = [p for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     keywords = {}
     if any(p.kind is p.VAR_KEYWORD for p in params):
@@ -263,6 +273,18 @@ def test_only_a_glassformer_error_leaves_a_model_method(drive, method, kind, dat
     _call(tmp, getattr(m, method), args, kwargs)
 
 
+@pytest.mark.parametrize("kind", ["dec", "s2s", "clf"])
+@pytest.mark.parametrize("method", RUNTIME_METHODS)
+@SETTINGS
+@given(data=st.data())
+def test_only_a_glassformer_error_leaves_a_runtime_method(drive, method, kind, data):
+    tmp, models, runs = drive
+    rt = models[kind].runtime
+    goods = good_values(kind, models[kind], tmp) | {"run": runs[kind]}
+    args, kwargs = _draw_call(data, getattr(rt, method), method, goods)
+    _call(tmp, getattr(rt, method), args, kwargs)
+
+
 def _render(*args, **kwargs):
     from glassformer.explain.text import render
 
@@ -283,15 +305,19 @@ def _render_signature(trace, only=None, narrated=False, token_kind=None, **kw):
 
 # name: (what is called, whose signature is drawn from, the good values)
 FUNCTIONS = {
-    "load": (glassformer.load, glassformer.load, lambda ms, rs, tmp: {"path_or_preset": "tiny"}),
-    "with_params": (
-        with_params, with_params, lambda ms, rs, tmp: {"m": ms["dec"], "params": ms["dec"].params}
-    ),
     "__init__": (
         Model,
         Model.__init__,
         lambda ms, rs, tmp: {
-            "cfg": ms["clf"].cfg, "params": ms["clf"].params, "tok": ms["clf"].tok,
+            "cfg": ms["clf"].cfg, "params": ms["clf"].params, "tokenizer": ms["clf"].tokenizer,
+            "labels": ["a", "b"], "name": "m", "engine": "reference",
+        },
+    ),
+    "Runtime": (
+        Runtime,
+        Runtime.__init__,
+        lambda ms, rs, tmp: {
+            "cfg": ms["clf"].cfg, "params": ms["clf"].params, "tok": ms["clf"].tokenizer,
             "labels": ["a", "b"], "name": "m", "engine": "reference",
         },
     ),

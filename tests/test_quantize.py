@@ -246,8 +246,11 @@ def test_explorer_generates_with_the_int8_engine():
     texts = {}
     for dtype in ("float64", "int8"):
         m = Registry([SHIPPED / "char-lm"], walkthroughs=False, dtype=dtype).load("char-lm")
-        quantized = any(isinstance(x, Int8Linear) for x in m.torch(m.dtype or "float64").modules())
+        quantized = any(
+            isinstance(x, Int8Linear)
+            for x in m.runtime.torch(m.runtime.dtype or "float64").modules()
+        )
         assert quantized == (dtype == "int8")
-        assert not any(isinstance(x, Int8Linear) for x in m.torch("float64").modules())
+        assert not any(isinstance(x, Int8Linear) for x in m.runtime.torch("float64").modules())
         texts[dtype] = generation.generate(m, "ROMEO:", Decoding(max_new_tokens=30))["text"]
     assert texts["int8"] == texts["float64"]

@@ -18,13 +18,12 @@ except ImportError:
     torch = None
 require(torch is not None, "recording reads the PyTorch engine: pip install torch")
 
-from glassformer import generating, recording, translating, weights  # noqa: E402
+from glassformer import generating, load, recording, translating, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
 from glassformer.model import Model  # noqa: E402
-from glassformer.opening import load  # noqa: E402
 
 TOL = {"float64": 1e-10, "float32": 1e-5, "int8": 3e-2}
 SENTENCES = ["I like cats.", "Where is the station?", "Thank you.", "She is reading a book."]
@@ -84,14 +83,16 @@ def test_alignments_equal_the_reference_trace_of_the_translation(en_es, dtype, b
     m = en_es
     pairs = recording.alignment_heads(m.cfg, "0,2", "1,3") if beam == 4 else None
     pairs = pairs or recording.alignment_heads(m.cfg, None, None)
-    plain = list(m.translations(SENTENCES, beam=beam, dtype=dtype))
-    got = list(generating.translations(m, SENTENCES, beam, None, dtype, None, pairs))
+    plain = list(m.runtime.translations(SENTENCES, beam=beam, dtype=dtype))
+    got = list(generating.translations(m.runtime, SENTENCES, beam, None, dtype, None, pairs))
     assert [t for t, _ in got] == plain  # recording changes no translation
     asymmetric = []
     for s, (text, rec) in zip(SENTENCES, got, strict=True):
-        ids = m.tok.encode(text)
-        assert rec["target"] == m.pieces(ids) and rec["source"] == m.pieces(m.tok.encode(s))
-        tr = m.trace(s, target=m.bos() + ids)
+        ids = m.tokenizer.encode(text)
+        assert rec["target"] == m.runtime.pieces(ids) and rec["source"] == m.runtime.pieces(
+            m.tokenizer.encode(s)
+        )
+        tr = m.trace(s, target=m.runtime.bos() + ids)
         want = _mean_of(tr, pairs, len(ids))
         A = np.array(rec["attention"])
         assert A.shape == want.shape
@@ -106,9 +107,9 @@ def test_beam_record_follows_the_chosen_hypothesis_through_reorderings(en_es):
     record must be read from the row its prefix occupied (a reading of row 0, or of the row it
     ends in, differs from the reference trace)."""
     m, pairs = en_es, recording.alignment_heads(en_es.cfg, None, None)
-    model = m.torch("float64")
-    srcs = [m.tok.encode(s)[: m.cfg.max_len] for s in _valid(24)]
-    tok, L = m.tok, m.cfg.max_len
+    model = m.runtime.torch("float64")
+    srcs = [m.tokenizer.encode(s)[: m.cfg.max_len] for s in _valid(24)]
+    tok, L = m.tokenizer, m.cfg.max_len
     rec = recording.Recorder(model, mean_of=pairs)
     with rec:
         results = translating.beam_batch(
@@ -134,9 +135,10 @@ def test_a_recorder_reads_only_its_own_threads_forwards(en_es):
     through it while this one records must not land in this record."""
     import threading
 
-    model = en_es.torch("float32")
+    model = en_es.runtime.torch("float32")
     rec = recording.Recorder(model, mean_of=[(0, 0)])
-    other = threading.Thread(target=translating.translate, args=(model, en_es.tok, ["Hi."], 1))
+    args = (model, en_es.tokenizer, ["Hi."], 1)
+    other = threading.Thread(target=translating.translate, args=args)
     with rec:
         other.start()
         other.join()
@@ -156,8 +158,8 @@ def test_translate_alignments_command_writes_one_line_per_sentence(en_es, tmp_pa
     lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert [x["place"] for x in lines] == [f"{src}, line 1", f"{src}, line 3"]
     assert lines[0]["heads"] == ["decoder.1.cross_attn.head0.A", "decoder.1.cross_attn.head2.A"]
-    ids = en_es.tok.encode(plain.splitlines()[0])
-    tr = en_es.trace("I like cats.", target=en_es.bos() + ids)
+    ids = en_es.tokenizer.encode(plain.splitlines()[0])
+    tr = en_es.trace("I like cats.", target=en_es.runtime.bos() + ids)
     want = (tr["decoder.1.cross_attn.head0.A"] + tr["decoder.1.cross_attn.head2.A"])[:-1] / 2
     assert np.abs(np.array(lines[0]["attention"]) - want).max() < 1e-5
     assert _check_alignment(want, lines[0])
@@ -189,7 +191,7 @@ def _check_generation(m, prompt_ids, new, values, top, dtype, enc_dec=False):
     """Each new token's values against the reference trace of prompt + new[:-1]."""
     tol = TOL[dtype]
     if enc_dec:
-        tr = m.trace(ids=None, text=m.decode(prompt_ids), target=m.bos() + new[:-1])
+        tr = m.trace(ids=None, text=m.decode(prompt_ids), target=m.runtime.bos() + new[:-1])
         first = 0
     else:
         tr = m.trace(ids=prompt_ids + new[:-1])
@@ -222,14 +224,14 @@ def test_generate_record_equals_the_reference_trace(char_lm, dtype, strategy):
     given = {"sample": dict(seed=3, top_k=5), "beam": dict(beam_width=3)}.get(strategy, {})
     how = Decoding.settle(strategy, 6, **given)
     steps = recording.select_steps(m.cfg, RECORDED)
-    got = generating.recorded(m, texts, how, 2, None, steps, 3)
+    got = generating.recorded(m.runtime, texts, how, 2, None, steps, 3)
     assert [t for t, _ in got] == m.generate(texts, decoding=how, batch_size=2)
     assert got[2] == ("", None)
     for text, (_, rec) in zip(texts, got, strict=True):
         if rec is None:
             continue
-        ids = m.encode(text, window=True)
-        assert rec["input"] == m.pieces(ids) and len(rec["ids"]) == 6
+        ids, rec = m.runtime.encode(text, window=True), rec.to_dict()
+        assert rec["input"] == m.runtime.pieces(ids) and len(rec["ids"]) == 6
         values = {k: [np.asarray(x) for x in v] for k, v in rec["steps"].items()}
         values["top_k"] = [np.array(x["ids"]) for x in rec["top_k"]]
         values["top_logp"] = [np.array(x["logprobs"]) for x in rec["top_k"]]
@@ -246,13 +248,16 @@ def test_generate_record_of_an_encoder_decoder_reads_self_and_cross_attention(en
     ]
     how = Decoding.settle("greedy", None)
     m64 = load("models/en-es", dtype="float64", on_note=lambda _: None)
-    recorded = generating.recorded(m64, SENTENCES[:2], how, 8, None, steps, 2)
+    recorded = generating.recorded(m64.runtime, SENTENCES[:2], how, 8, None, steps, 2)
     for (_, rec), s in zip(recorded, SENTENCES[:2], strict=True):
+        rec = rec.to_dict()
         values = {k: [np.asarray(x) for x in v] for k, v in rec["steps"].items()}
         values["top_k"] = [np.array(x["ids"]) for x in rec["top_k"]]
         values["top_logp"] = [np.array(x["logprobs"]) for x in rec["top_k"]]
         assert rec["tokens"][-1] == "</s>"  # the end token's step is recorded too
-        _check_generation(m64, m.tok.encode(s), rec["ids"], values, 2, "float64", enc_dec=True)
+        _check_generation(
+            m64, m.tokenizer.encode(s), rec["ids"], values, 2, "float64", enc_dec=True
+        )
 
 
 def test_rotary_grouped_query_model_records_turned_queries(char_lm):
@@ -276,18 +281,19 @@ def test_rotary_grouped_query_model_records_turned_queries(char_lm):
         bias=False,
         tie_embeddings=False,
     )
-    m = Model(cfg, weights.init(cfg, seed=1, std=0.4), char_lm.tok, dtype="float64")
+    m = Model(cfg, weights.init(cfg, seed=1, std=0.4), char_lm.tokenizer, dtype="float64")
     steps = recording.select_steps(cfg, "decoder.*.self_attn.head*.A,decoder.0.out")
     how = Decoding.settle("greedy", 5)
     for text, (_, rec) in zip(
         ["ab", "hello"],
-        generating.recorded(m, ["ab", "hello"], how, 2, None, steps, 2),
+        generating.recorded(m.runtime, ["ab", "hello"], how, 2, None, steps, 2),
         strict=True,
     ):
+        rec = rec.to_dict()
         values = {k: [np.asarray(x) for x in v] for k, v in rec["steps"].items()}
         values["top_k"] = [np.array(x["ids"]) for x in rec["top_k"]]
         values["top_logp"] = [np.array(x["logprobs"]) for x in rec["top_k"]]
-        _check_generation(m, m.encode(text, window=True), rec["ids"], values, 2, "float64")
+        _check_generation(m, m.runtime.encode(text, window=True), rec["ids"], values, 2, "float64")
 
 
 # -- bad requests: one line, exit 2 -------------------------------------------------------------
@@ -308,7 +314,7 @@ def encoder(tmp_path_factory, char_lm):
         n_classes=2,
     )
     path = tmp_path_factory.mktemp("enc") / "classifier"
-    weights.save(path, cfg, weights.init(cfg, seed=0), tokenizer=char_lm.tok)
+    weights.save(path, cfg, weights.init(cfg, seed=0), tokenizer=char_lm.tokenizer)
     return str(path)
 
 

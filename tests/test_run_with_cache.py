@@ -69,7 +69,11 @@ def own_trace(m: Model, kind: str, i: int, dtype: str | None, target=None):
     ids = ids or m.encode(text)
     with torch.no_grad(), tracing() as tr:
         if m.cfg.arch == "encoder-decoder":
-            tgt = target if isinstance(target, list) else m.bos() + m.encode(target, room=1)
+            tgt = (
+                target
+                if isinstance(target, list)
+                else m.runtime.bos() + m.runtime.encode(target, room=1)
+            )
             engine(torch.tensor([tgt]), src_ids=torch.tensor([ids]))
         else:
             engine(torch.tensor([ids]))
@@ -123,7 +127,7 @@ def test_each_text_s_rows_are_its_own_trace(models, kind, engine, dtype, oracle,
 
 def test_an_encoder_decoder_reads_target_ids_or_bos_alone(models):
     m = models["s2s"]
-    ids = [m.bos() + m.encode(t, room=1) for t in TARGETS]
+    ids = [m.runtime.bos() + m.runtime.encode(t, room=1) for t in TARGETS]
     by_ids = m.run_with_cache(TEXTS["s2s"], targets=ids, dtype="float64")
     by_text = m.run_with_cache(TEXTS["s2s"], targets=TARGETS, dtype="float64")
     assert by_ids.target_ids == ids and by_ids.target_tokens[2] == ["SOS", "hola", "hola", "mundo"]
@@ -131,8 +135,8 @@ def test_an_encoder_decoder_reads_target_ids_or_bos_alone(models):
     for name in by_ids:
         np.testing.assert_array_equal(by_ids[name], by_text[name])
     alone = m.run_with_cache(TEXTS["s2s"], dtype="float64")  # default: BOS alone
-    assert alone.target_ids == [m.bos()] * 3 and alone.target_mask.shape == (3, 1)
-    assert_equal_to_own_traces(m, "s2s", alone, None, 1e-10, [m.bos()] * 3)
+    assert alone.target_ids == [m.runtime.bos()] * 3 and alone.target_mask.shape == (3, 1)
+    assert_equal_to_own_traces(m, "s2s", alone, None, 1e-10, [m.runtime.bos()] * 3)
 
 
 @pytest.mark.parametrize("kind", ["char", "gpt2", "clf", "s2s"])
@@ -261,7 +265,7 @@ def test_bad_arguments_are_refused_in_one_line(models, kind, args, says):
 
 def test_a_model_loaded_on_the_reference_engine_runs_there(models):
     m = models["char"]
-    ref = Model(m.cfg, m.params, m.tok, name="ref", engine="reference")
+    ref = Model(m.cfg, m.params, m.tokenizer, name="ref", engine="reference")
     cache = ref.run_with_cache(TEXTS["char"][:1], names="logits")
     assert cache.engine == "reference" and cache.dtype == "float64"
     with pytest.raises(GlassformerError, match="loaded with engine='reference'"):

@@ -203,7 +203,7 @@ def test_every_step_card_is_the_reports_and_its_heatmap_holds_the_trace(served, 
 def test_a_large_map_is_fetched_tile_by_tile(served):
     client, explorer = served
     wide = explorer.registry.load("wide")
-    cfg, params, tok = wide.cfg, wide.params, wide.tok
+    cfg, params, tok = wide.cfg, wide.params, wide.tokenizer
     text = "abcdefgh ijklmno"
     _, trace = reference_trace(cfg, params, tok.encode(text))
     card = client.post("step", {"model": "wide", "text": text, "name": "logits"})

@@ -57,7 +57,7 @@ def test_a_decoder_is_measured_at_the_position_asked_for(explorer):
         assert r["position"] == want
         got = {t["id"]: t["logit"] for t in r["changed"]}
         np.testing.assert_allclose(list(got.values()), after[want][list(got)], atol=1e-10)
-        assert r["reads"] == m.readable([ids[want]])[0]
+        assert r["reads"] == m.runtime.readable([ids[want]])[0]
     assert r["changed_positions"] == list(np.flatnonzero(run(ids).argmax(1) != after.argmax(1)))
     with pytest.raises(GlassformerError, match=r"position 99: the decoder reads 10 tokens"):
         explorer.intervene({"model": "char-lm", "text": "ROMEO: But", "heads": [head()],

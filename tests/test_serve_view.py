@@ -16,11 +16,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("starlette")
 
+from glassformer import load as load_model  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import TraceError  # noqa: E402
 from glassformer.model import Model  # noqa: E402
-from glassformer.opening import load as load_model  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
 from glassformer.serve import runs as serve_runs  # noqa: E402
 from glassformer.serve.fidelity import FLOAT32_REL  # noqa: E402
@@ -239,12 +239,12 @@ def test_which_runs_are_views(folder, tmp_path):
     assert serve_runs.view_of(m, "auto") == "reference"
     assert serve_runs.view_of(m, "float32") == "float32"
     assert serve_runs.view_of(m, "reference") == "reference"
-    big = Model(m.cfg, m.params, m.tok)
-    big._made["n_params"] = serve_runs.VIEW_PARAMS  # (counted once per model, then cached)
+    big = Model(m.cfg, m.params, m.tokenizer)
+    big.runtime._made["n_params"] = serve_runs.VIEW_PARAMS  # (counted once per model, then cached)
     assert serve_runs.view_of(big, "auto") == "float32"
     cfg = Config(arch="encoder-decoder", vocab_size=m.cfg.vocab_size, d_model=16, n_heads=2,
                  n_encoder_layers=1, n_decoder_layers=1, max_len=16)  # fmt: skip
-    encdec = Model(cfg, weights.init(cfg, seed=0), m.tok)
+    encdec = Model(cfg, weights.init(cfg, seed=0), m.tokenizer)
     assert serve_runs.view_of(encdec, "float32") == "reference"
     with pytest.raises(ValueError, match="view is one of"):
         Explorer(Registry([folder], walkthroughs=False), view="float16")
@@ -292,14 +292,14 @@ def test_an_output_layer_wider_than_the_vocabulary_has_pieces_for_every_id(folde
     from glassformer.errors import TokenizerError
 
     m = load_model(folder)
-    n = len(m.tok.vocab)
+    n = len(m.tokenizer.vocab)
     wide = Model(m.cfg.override(f"vocab_size={n + 5}"), weights.init(m.cfg.override(
-        f"vocab_size={n + 5}"), seed=0), m.tok)  # fmt: skip
-    assert wide.pieces([0, n, n + 4]) == [m.tok.vocab[0], f"#{n}", f"#{n + 4}"]
+        f"vocab_size={n + 5}"), seed=0), m.tokenizer)  # fmt: skip
+    assert wide.runtime.pieces([0, n, n + 4]) == [m.tokenizer.vocab[0], f"#{n}", f"#{n + 4}"]
     with pytest.raises(TokenizerError, match="out of range"):
-        wide.pieces([n + 5])
+        wide.runtime.pieces([n + 5])
     with pytest.raises(TokenizerError, match="out of range"):
-        m.pieces([n])
+        m.runtime.pieces([n])
 
 
 def test_the_step_list_is_made_once_per_layout(folder, monkeypatch):

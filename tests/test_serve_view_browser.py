@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 from test_serve_browser import CHAR_LM, PROMPT, hover, no_errors_and_nothing_leaves, until  # noqa: E402
 
-from glassformer.opening import load as load_model  # noqa: E402
+from glassformer import load as load_model  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 and `glassformer generate` prints it as it is made.
 
 Oracles, all invariants against the whole generation: stream == generate (the stream's prompt
-and pieces spell `generate`'s output, its token ids are `Model.decoded`'s, its notes the same)
+and pieces spell `generate`'s output, its token ids are `Runtime.decoded`'s, its notes the same)
 for greedy, sampling with a seed and beam search, on the shipped models (char-lm: a character
 decoder; en-es: an encoder-decoder with SentencePiece-style BPE, "▁" and byte fallback) and on
 random decoders whose pieces depend on their neighbours (the byte-level BPE of tests/data, where
@@ -65,11 +65,14 @@ def _random(tok, name: str) -> Model:
 
 
 def _decoded(m: Model, text: str, options: dict):
-    """`Model.decoded` on the text as `generate` reads it: the whole generation's ids."""
-    how = Decoding.settle(None, options.get("max_new_tokens"), **_sans_limit(options))
+    """`Runtime.decoded` on the text as `generate` reads it: the whole generation's ids."""
+    how, rt = (
+        Decoding.settle(None, options.get("max_new_tokens"), **_sans_limit(options)),
+        m.runtime,
+    )
     if m.cfg.arch == "encoder-decoder":
-        return m.decoded(m.bos(), m.encode(text), how, quiet=True), 1
-    return m.decoded(m.encode(text, window=True), None, how, window=True, quiet=True), 0
+        return rt.decoded(rt.bos(), rt.encode(text), how, quiet=True), 1
+    return rt.decoded(rt.encode(text, window=True), None, how, window=True, quiet=True), 0
 
 
 def _sans_limit(options: dict) -> dict:
@@ -127,7 +130,7 @@ def _gpt2_bytes() -> dict[int, str]:
 
 
 def _scripted(m: Model, script: list[int]):
-    """A step maker for `m.step` whose decoding chooses `script`, token by token (greedy)."""
+    """A step maker for `Runtime.step` whose decoding chooses `script`, token by token (greedy)."""
 
     def make(src=None, *, prompt_len=1, **_):
         def step(ids):
@@ -148,17 +151,17 @@ def test_pieces_wait_for_a_whole_character(models):
     bpe, es = models["bpe"], models["en-es"]
     word = " wörld 東京 🙂!"
     table = _gpt2_bytes()
-    script = [bpe.tok.vocab.index(table[b]) for b in word.encode()] + [bpe.tok.eos_id]
+    script = [bpe.tokenizer.vocab.index(table[b]) for b in word.encode()] + [bpe.tokenizer.eos_id]
     want = [p for ch in word for p in [""] * (len(ch.encode()) - 1) + [ch]] + [""]
-    es_script = es.tok.encode("Tokyo 東京 🙂") + [es.tok.eos_id]
+    es_script = es.tokenizer.encode("Tokyo 東京 🙂") + [es.tokenizer.eos_id]
     for m, text, script_ in ((bpe, "Hello", script), (es, "Tokyo", es_script)):
-        m.step = _scripted(m, script_)
+        m.runtime.step = _scripted(m, script_)
         try:
             s = m.stream(text, max_new_tokens=len(script_))
             pieces = list(s)
             out = m.generate(text, max_new_tokens=len(script_))
         finally:
-            del m.step
+            del m.runtime.step
         assert s.ids == script_ and s.prompt + "".join(pieces) == out
         if m is bpe:
             assert pieces == want and out == "Hello" + word
@@ -174,7 +177,7 @@ def test_the_pieces_come_as_the_tokens_are_chosen(models):
     the notes come once, at the end."""
     m = models["char"]
     calls = []
-    step = m.step
+    step = m.runtime.step
 
     def counted(*args, **kwargs):
         fn = step(*args, **kwargs)
@@ -185,7 +188,7 @@ def test_the_pieces_come_as_the_tokens_are_chosen(models):
 
         return one
 
-    m.step = counted
+    m.runtime.step = counted
     try:
         m.notes.clear()
         s = m.stream("To be", max_new_tokens=12)
@@ -195,7 +198,7 @@ def test_the_pieces_come_as_the_tokens_are_chosen(models):
             assert len(calls) == k and len(s.ids) == k and m.notes == []
         rest = list(s)
     finally:
-        del m.step
+        del m.runtime.step
     assert len(rest) == 7 and len(calls) == 12
     assert m.notes == ["stopped after max_new_tokens=12"]  # Python's words
 

@@ -81,7 +81,7 @@ def test_recorded_views_are_the_reference_engines_maps_of_the_checkpoint(tmp_pat
     assert last.row["loss"] == pytest.approx(rows[-1]["loss"]) and "val_loss" in last.row
     m = glassformer.load(tmp_path / "run", engine="reference")  # the saved weights, float32
     run = m.run(PROBE, quiet=True)
-    assert last.tokens["decoder"] == m.readable(run.ids)
+    assert last.tokens["decoder"] == m.runtime.readable(run.ids)
     for layer in range(2):
         A = last.maps[f"decoder.{layer}.self_attn"]
         assert A.dtype == np.float16 and A.shape == (2, len(run.ids), len(run.ids))

@@ -24,14 +24,14 @@ from glassformer.explain.text import render_matrix
 from glassformer.torch_model import KVCache, Transformer
 from glassformer.walkthrough import WALKTHROUGHS, modern
 from glassformer.walkthrough.random_transformer import EMBEDDINGS
-from glassformer.walkthrough.since_2017 import (
+from glassformer.walkthrough.since_2017 import rotation_matrix
+from glassformer.walkthrough.since_2017_configs import (
     ATTN,
     FFN,
     LLAMA2_7B,
     LLAMA3_8B,
     STD,
     kv_cache_bytes,
-    rotation_matrix,
     toy,
 )
 from glassformer.walkthrough.since_2017_layers import copy_kv_heads

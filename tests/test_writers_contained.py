@@ -310,7 +310,7 @@ def _weights_save(path, where=None):
 
 
 def _model_save(path):
-    from glassformer.opening import load
+    from glassformer import load
 
     _weights_save(path, where=path.parent / "src")
     load(path.parent / "src").save(path, overwrite=True)

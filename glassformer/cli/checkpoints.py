@@ -33,7 +33,7 @@ from glassformer.cli.common import (
 from glassformer.cli.flags import said
 from glassformer.config import preset
 from glassformer.errors import GlassformerError
-from glassformer.opening import load, with_params
+from glassformer.model import Model
 
 
 def add_parsers(sub) -> None:
@@ -292,10 +292,10 @@ def cmd_init(args) -> int:
 def cmd_export(args) -> int:
     apart({"OUT": args.out}, {"CHECKPOINT": args.checkpoint})
     output_folder(args.out, args.overwrite)
-    m = load(args.checkpoint)
+    m = Model.load(args.checkpoint)
     if args.average is not None:
         params, steps = weights.average_snapshots(args.checkpoint, m.cfg, args.average)
-        m = with_params(m, params)
+        m = m.with_params(params)
         print(f"averaged the weights of steps {', '.join(map(str, steps))}")
     m.save(args.out, dtype=args.dtype, overwrite=args.overwrite)
     size = (Path(args.out) / weights.WEIGHTS_FILE).stat().st_size
@@ -358,7 +358,7 @@ def cmd_import_nanogpt(args) -> int:
 def cmd_export_hf(args) -> int:
     apart({"OUT": args.out}, {"CHECKPOINT": args.checkpoint})
     output_folder(args.out, args.overwrite)
-    m = load(args.checkpoint)
+    m = Model.load(args.checkpoint)
     family, out = m.export_hf(args.out, overwrite=args.overwrite)
     print(f"wrote {out}: Hugging Face {family} ({weights.n_params(m.cfg):,} parameters, float32)")
     return 0
@@ -393,7 +393,7 @@ def cmd_embed(args) -> int:
 def _tokens(m, text: str) -> dict:
     """A text's tokens for --json: raw pieces, readable pieces, ids."""
     ids = m.encode(text)
-    return {"tokens": m.pieces(ids), "tokens_readable": m.readable(ids), "ids": ids}
+    return {"tokens": m.runtime.pieces(ids), "tokens_readable": m.runtime.readable(ids), "ids": ids}
 
 
 def cmd_classify(args) -> int:
@@ -402,7 +402,7 @@ def cmd_classify(args) -> int:
     m = load_model(args.checkpoint, engine=args.engine, device=args.device)
     lines = input_lines(args.text, args.input)
     texts = [t for t in lines if t.strip()]
-    m.need_classifier()
+    m.runtime.need_classifier()
     if not texts:
         raise GlassformerError("nothing to classify: give texts or --input FILE")
     places = [

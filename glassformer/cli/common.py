@@ -20,7 +20,7 @@ from glassformer.cli.flags import ARGPARSE_NAMES, flag, said
 from glassformer.config import PRESETS
 from glassformer.devices import use_threads
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
-from glassformer.model import DTYPES, check_dtype
+from glassformer.model import DTYPES, Model, check_dtype
 from glassformer.results import Result, to_json
 
 EXIT_USAGE = 2
@@ -267,10 +267,8 @@ def config_args(p: argparse.ArgumentParser) -> None:
 def load_model(path: str, engine: str = "auto", dtype: str | None = None, device: str = "cpu"):
     """A checkpoint or Hugging Face folder that can take text, as a `glassformer.model.Model`
     whose notes are the command's (its threads: `run`'s, from --threads)."""
-    from glassformer.opening import load
-
-    m = load(path, engine=engine, dtype=dtype, on_note=note, device=device)
-    m.need_tokenizer()
+    m = Model.load(path, engine=engine, dtype=dtype, on_note=note, device=device)
+    m.runtime.need_tokenizer()
     return m
 
 

@@ -1,6 +1,6 @@
 """Using a model on text: `generate` (greedy, sampling or beam search from either engine) and
 `translate` (sentences through an encoder-decoder): argparse -> `Model.generate` / `Model.record`
-/ `Model.translations` / `Model.alignments` -> print (and the records' JSON lines).
+/ `Runtime.translations` / `Model.alignments` -> print (and the records' JSON lines).
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def _check_record(args) -> None:
 
 
 def _generate_recorded(args, m, how) -> int:
-    m.need_generator()  # before the input file is read, as the other refusals
+    m.runtime.need_generator()  # before the input file is read, as the other refusals
     if args.input is None:
         lines, places = [args.text], ["TEXT"]
     else:
@@ -302,7 +302,9 @@ def cmd_translate(args) -> int:
     ]
     sentences = [s for s in lines if s.strip()]
     if args.alignments is None:
-        results = m.translations(sentences, beam=args.beam, n_best=args.n_best, places=where)
+        results = m.runtime.translations(
+            sentences, beam=args.beam, n_best=args.n_best, places=where
+        )
         _print_translations(args, lines, results, len(sentences))
         return 0
     heads = dict(layers=args.align_layers, heads=args.align_heads)

@@ -178,18 +178,19 @@ def cmd_explain(args) -> int:
     meta = {"checkpoint": args.checkpoint, "input": args.text, "model": m.summary()}
     told = {
         "tokens": {
-            k: {"what": w, "ids": x, "pieces": m.pieces(x)} for k, (w, x) in run.stacks.items()
+            k: {"what": w, "ids": x, "pieces": m.runtime.pieces(x)}
+            for k, (w, x) in run.stacks.items()
         },
         "result": m.result(run).to_dict(),
     }
     told["result"]["summary"] = said(told["result"]["summary"])  # in the command line's words
     if args.ablate or args.patch_from is not None:
         told["interventions"] = _touch(args, m, run)
-    kind = m.token_kind
+    kind = m.runtime.token_kind
     html = dict(
         title=f"glassformer explain: “{args.text}”",
         meta=meta,
-        vocab=m.tok.vocab,
+        vocab=m.tokenizer.vocab,
         params=m.params,
         generation=run.generation,
         token_kind=kind,

@@ -305,7 +305,7 @@ def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
     if saved.task != args.task:
         raise GlassformerError(f"{out} was trained with `train {saved.task}`; resume it so")
     m = load_model(str(out))
-    cfg, tokenizer = m.cfg, m.tok
+    cfg, tokenizer = m.cfg, m.tokenizer
     for item in model_sets:
         changed = cfg.override(item)
         if changed != cfg:
@@ -389,7 +389,7 @@ def _corpus(x: dict | None, part: str) -> str:
 def _init_model(args, model_sets: list[str]):
     """(Config, params, tokenizer) of the --init checkpoint, as a run started from it has them."""
     m = load_model(args.init)
-    cfg, params, tokenizer = m.cfg, m.params, m.tok
+    cfg, params, tokenizer = m.cfg, m.params, m.tokenizer
     return (cfg.override(*model_sets) if args.task == "classify" else cfg), params, tokenizer
 
 

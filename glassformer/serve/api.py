@@ -205,12 +205,13 @@ class Explorer:
     def _renderer(self, m, run):
         if isinstance(m, Fixed):
             return step_renderer(run.trace, tile_cells=TILE_CELLS)
+        rt = m.runtime
         return step_renderer(
             run.trace,
             params=m.params,
-            token_kind=m.token_kind,
+            token_kind=rt.token_kind,
             tile_cells=TILE_CELLS,
-            readable_vocab=m.cached("vocab", lambda: display_tokens(m.tok.vocab, m.token_kind)),
+            readable_vocab=rt.cached("vocab", lambda: display_tokens(rt.tok.vocab, rt.token_kind)),
         )
 
     def _step(self, run, name: str):
@@ -369,17 +370,17 @@ class Explorer:
             runs.reference(m, run),  # a float32 view's run: the float64 reference, made now
             title=f"glassformer: “{str(body.get('text', ''))[:80]}”",
             meta=meta,
-            vocab=m.tok.vocab,
+            vocab=m.tokenizer.vocab,
             params=m.params,
             generation=run.generation,
-            token_kind=m.token_kind,
+            token_kind=m.runtime.token_kind,
             cfg=m.cfg,
         )
 
     def trace_json(self, body: dict) -> Iterator[str]:
         """The run's trace as JSON (as `explain --json` writes it), one step at a time."""
         m, run = self.run(body)
-        kind = None if isinstance(m, Fixed) else m.token_kind
+        kind = None if isinstance(m, Fixed) else m.runtime.token_kind
         trace = runs.reference(m, run)  # a float32 view's run: the float64 reference, made now
         labels = trace.labels
         readable = {k: display_tokens(v, kind) for k, v in labels.items()}

@@ -90,7 +90,7 @@ def view_vs_reference(m: Model, run: Run) -> dict:
 
 
 def torch_vs_reference(m: Model, run: Run) -> dict:
-    model = m.torch("float64")
+    model = m.runtime.torch("float64")
     if model is None:
         return {"available": False, "note": "PyTorch is not installed: pip install torch"}
     import torch
@@ -125,7 +125,7 @@ def hf_vs_reference(m: Model, run: Run) -> dict | None:
         return cls.from_pretrained(str(m.path), local_files_only=True, dtype=torch.float64).eval()
 
     try:
-        model = m.cached("hf", load)
+        model = m.runtime.cached("hf", load)
         with torch.no_grad():
             if m.cfg.arch == "encoder-decoder":
                 out = model(

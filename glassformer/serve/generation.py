@@ -7,14 +7,14 @@ uniform number u from `numpy.random.default_rng(seed)`, the token the first whos
 probability exceeds u), so the same seed gives the same tokens as `glassformer generate --seed`
 (a test holds the two together). Steps use the PyTorch engine's KV cache when torch is installed.
 
-A decoder slides over its context as the command line does (`Model.step(window=True)`, no
+A decoder slides over its context as the command line does (`Runtime.step(window=True)`, no
 max_len bound): past max_len tokens, each next token is predicted from the last max_len, and the
 answer says so (`slid`). An encoder-decoder's target stops at max_len. Every answer says why
 generation stopped (`stop`: the end token, the number of new tokens asked for, or the context);
 a beam search also gives each node the distribution its token was chosen from, and why the best
 hypothesis won (`beam.why`).
 
-Every step's logits are checked (`Model.step`, `Model.many_step`): NaN or infinity
+Every step's logits are checked (`Runtime.step`, `Runtime.many_step`): NaN or infinity
 stops generation with a `NonFiniteError` naming the token and the step where it starts.
 
 Deliberately not here: traces (each step's trace is a run of its context, `runs.make_run`).
@@ -42,19 +42,19 @@ def generate(m: Model, text: str, how: decoding.Decoding) -> dict:
     """Decode from the typed prompt (a decoder, sliding over its context) or from BOS over the
     typed source (an encoder-decoder) as `how` says; every step with its distribution, the draw
     or the beam, and why it stopped."""
-    cfg, tok = m.cfg, m.tok
+    cfg, tok = m.cfg, m.tokenizer
     if not cfg.has_decoder:
         raise GlassformerError("this model has no decoder: it does not generate (an encoder)")
     window = cfg.arch == "decoder"  # a decoder slides over its context; a target cannot
     if window:
-        src, prompt = None, m.encode(text, window=True, unknown=[])
+        src, prompt = None, m.runtime.encode(text, window=True, unknown=[])
     else:
-        src, prompt = m.encode(text, unknown=[]), m.bos()
+        src, prompt = m.runtime.encode(text, unknown=[]), m.runtime.bos()
     if how.strategy == "beam" and how.beam_width > cfg.vocab_size:
         raise GlassformerError(
             f"beam width {how.beam_width} is more than the vocabulary ({cfg.vocab_size} tokens)"
         )
-    step = m.step(src, prompt_len=len(prompt), window=window)
+    step = m.runtime.step(src, prompt_len=len(prompt), window=window)
     limits = dict(
         max_new_tokens=how.max_new_tokens,
         eos_id=tok.eos_id,
@@ -79,7 +79,7 @@ def generate(m: Model, text: str, how: decoding.Decoding) -> dict:
                 for k, probs in enumerate(g.distributions)
             ]
     ids = out["ids"]
-    out["tokens"] = [display_token(piece(tok, i), m.token_kind) for i in ids]
+    out["tokens"] = [display_token(piece(tok, i), m.runtime.token_kind) for i in ids]
     new = ids[len(prompt) :]
     out["text"] = tok.decode(new)
     out["stopped_at_eos"] = bool(new) and new[-1] == tok.eos_id
@@ -94,7 +94,7 @@ def _stop(m: Model, n_prompt: int, n_new: int, eos: bool, max_new: int) -> dict:
     "eos", "budget" (the new tokens asked for) or "context" (max_len reached)."""
     tokens = f"{n_new} new token{'s' * (n_new != 1)}"
     if eos:
-        end = display_token(piece(m.tok, m.tok.eos_id), m.token_kind)
+        end = display_token(piece(m.tokenizer, m.tokenizer.eos_id), m.runtime.token_kind)
         return {"kind": "eos", "text": f"stopped at the end token {end} after {tokens}"}
     if n_new >= max_new:
         return {"kind": "budget", "text": f"stopped after {tokens}: as many as were asked for"}
@@ -128,7 +128,7 @@ def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:
         ranked.append(chosen)
 
     def word(i):
-        return display_token(piece(m.tok, i), m.token_kind)
+        return display_token(piece(m.tokenizer, i), m.runtime.token_kind)
 
     top = [{"id": i, "token": word(i), "p": float(p[i])} for i in ranked]
     n = len(context)
@@ -172,7 +172,7 @@ def _draw(m: Model, q: np.ndarray, d: decoding.Draw) -> dict:
         segs.append(
             {
                 "id": i,
-                "token": display_token(piece(m.tok, i), m.token_kind),
+                "token": display_token(piece(m.tokenizer, i), m.runtime.token_kind),
                 "start": start,
                 "end": float(d.cdf[i]),
             }
@@ -198,7 +198,7 @@ def _beam(m: Model, step, src, prompt, how: decoding.Decoding, limits: dict) -> 
     # Batched (the KV cache) while every hypothesis fits the context; a decoder that would slide
     # past max_len is stepped one hypothesis at a time, as the command line steps it.
     fits = limits["max_len"] is not None or len(prompt) + how.max_new_tokens <= m.cfg.max_len
-    many = m.many_step(src, prompt_len=len(prompt)) if fits else None
+    many = m.runtime.many_step(src, prompt_len=len(prompt)) if fits else None
     scored_many = None
     if many is not None:
 
@@ -236,7 +236,7 @@ def _tree(m: Model, r: decoding.BeamResult, length_penalty: float, n_prompt: int
                     "n_generated": h.n_generated,
                     "finished": h.finished,
                     "ids": h.ids,
-                    "text": m.tok.decode(h.ids[n_prompt:]),
+                    "text": m.tokenizer.decode(h.ids[n_prompt:]),
                     "dist": _dist_index(m, h, base, seen, dists, where),
                 }
             )
@@ -248,13 +248,13 @@ def _tree(m: Model, r: decoding.BeamResult, length_penalty: float, n_prompt: int
         "distributions": dists,
         "length_penalty": length_penalty,
         "best": {"ids": best.ids, "logprob": best.logprob, "score": best.score(length_penalty)},
-        "text": m.tok.decode(best.ids[n_prompt:]),
+        "text": m.tokenizer.decode(best.ids[n_prompt:]),
         "why": _why(m, r, length_penalty, n_prompt, steps),
     }
 
 
 def _word(m: Model, i: int) -> str:
-    return display_token(piece(m.tok, i), m.token_kind)
+    return display_token(piece(m.tokenizer, i), m.runtime.token_kind)
 
 
 def _dist_index(m: Model, h, parent_logprob: float, seen, dists: list, where: dict) -> int | None:
@@ -285,7 +285,7 @@ def _why(m: Model, r: decoding.BeamResult, lp: float, n_prompt: int, steps) -> d
     others = [h for h in r.ranked if h is not best]
     runner = others[0] if others else None
     out = {
-        "text": m.tok.decode(best.ids[n_prompt:]),
+        "text": m.tokenizer.decode(best.ids[n_prompt:]),
         "step": step,
         "score": best.score(lp),
         "logprob": best.logprob,
@@ -294,7 +294,7 @@ def _why(m: Model, r: decoding.BeamResult, lp: float, n_prompt: int, steps) -> d
     }
     if runner is not None:
         out["runner_up"] = {
-            "text": m.tok.decode(runner.ids[n_prompt:]),
+            "text": m.tokenizer.decode(runner.ids[n_prompt:]),
             "score": runner.score(lp),
             "finished": runner.finished,
         }

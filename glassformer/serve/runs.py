@@ -72,7 +72,7 @@ def piece(tok, i: int) -> str:
 
 
 def n_params(m: Model) -> int:
-    return m.cached("n_params", lambda: sum(int(np.size(v)) for v in m.params.values()))
+    return m.runtime.cached("n_params", lambda: sum(int(np.size(v)) for v in m.params.values()))
 
 
 def view_of(m: Model | Fixed, view: str) -> str:
@@ -82,7 +82,7 @@ def view_of(m: Model | Fixed, view: str) -> str:
         return "reference"
     if view == "auto" and n_params(m) < VIEW_PARAMS:
         return "reference"
-    return "float32" if m.torch("float32") is not None else "reference"
+    return "float32" if m.runtime.torch("float32") is not None else "reference"
 
 
 ON_SCREEN = (".A", ".mask")  # the ends of the step names a view keeps (and the logits)
@@ -107,7 +107,7 @@ def make_run(
         translating = m.cfg.arch == "encoder-decoder"  # a decoder's run generates nothing
         greedy = Decoding(max_new_tokens=m.cfg.max_len - 1) if translating else None
         r = m.run(text, ids=ids, target=target, decoding=greedy, quiet=True)
-        check_finite(m, r)
+        check_finite(m.runtime, r)
         run = Run(model_id, m.cfg.arch, r.trace, r.src, r.ids, r.unknown, r.logits, r.generation)
     run.elapsed_ms = (time.perf_counter() - start) * 1000
     run.nbytes = run.trace.nbytes  # what it holds: derived steps are recomputed, not kept
@@ -120,10 +120,10 @@ def _view_run(model_id: str, m: Model, text: str, ids) -> Run:
 
     unknown: list[str] = []
     if ids is None:
-        ids = m.encode(text, unknown=unknown)
+        ids = m.runtime.encode(text, unknown=unknown)
     ids = list(ids)
-    model, x = m.torch("float32"), torch.tensor([ids])
-    labels = {"decoder": m.pieces(ids)}
+    model, x = m.runtime.torch("float32"), torch.tensor([ids])
+    labels = {"decoder": m.runtime.pieces(ids)}
 
     def everything() -> Trace:
         with torch.no_grad(), np.errstate(all="ignore"), tracing(labels, np.float32) as full:
@@ -135,7 +135,7 @@ def _view_run(model_id: str, m: Model, text: str, ids) -> Run:
             model(x)
     logits = trace["logits"]  # (T, V)
     where = lambda _: ("the model's outputs", ids, None)  # noqa: E731
-    numerics.check(logits[None], where, m.params, m.cfg, m.fix)
+    numerics.check(logits[None], where, m.params, m.cfg, m.runtime.fix)
     return Run(model_id, "decoder", trace, None, ids, unknown, logits, engine=FLOAT32_VIEW)
 
 
@@ -163,8 +163,8 @@ def tokens(m: Model | Fixed, run: Run) -> dict[str, list[dict]]:
         return [
             {
                 "id": i,
-                "piece": piece(m.tok, i),
-                "shown": display_token(piece(m.tok, i), m.token_kind),
+                "piece": piece(m.tokenizer, i),
+                "shown": display_token(piece(m.tokenizer, i), m.runtime.token_kind),
             }
             for i in ids
         ]
@@ -183,7 +183,7 @@ def top_tokens(m: Model, logits_row: np.ndarray, n: int = TOP, also=()) -> list[
     return [
         {
             "id": i,
-            "token": display_token(piece(m.tok, i), m.token_kind),
+            "token": display_token(piece(m.tokenizer, i), m.runtime.token_kind),
             "p": float(probs[i]),
             "logit": float(z[i]),
         }
@@ -195,7 +195,7 @@ def output(m: Model | Fixed, run: Run) -> dict:
     """What the model says for this input: next tokens, a translation, an embedding, a class."""
     if isinstance(m, Fixed):
         return {"kind": "walkthrough", "text": m.title}
-    cfg, tok = m.cfg, m.tok
+    cfg, tok = m.cfg, m.tokenizer
     if cfg.arch == "decoder":
         return {"kind": "next", "top": top_tokens(m, run.logits[-1])}
     if cfg.arch == "encoder-decoder":
@@ -206,7 +206,11 @@ def output(m: Model | Fixed, run: Run) -> dict:
         return out
     if cfg.n_classes:  # as `classify` tells it: the class name, its probability, all of them
         probs = decoding.softmax(run.logits)
-        return {"kind": "class", **m.class_result(probs), "probs": [float(x) for x in probs]}
+        return {
+            "kind": "class",
+            **m.runtime.class_result(probs),
+            "probs": [float(x) for x in probs],
+        }
     e = run.trace["embedding"]
     return {"kind": "embedding", "dims": int(e.size), "first": [float(x) for x in e[:8]]}
 
@@ -249,7 +253,7 @@ def intervene(
     changed, and for an ablation the greedy continuation or translation under it; for a
     classifier, each class's probability before and after; for an encoder, the cosine of the
     pooled outputs."""
-    forward = m.forward()
+    forward = m.runtime.reference_run()
     fns = intervention_fns(m, run, heads, how, source)
     with np.errstate(all="ignore"):
         clean = forward(_input(run))
@@ -265,7 +269,7 @@ def intervene(
     pos = _position(m, run, position, moved)
     both = top_tokens(m, clean[pos]) + top_tokens(m, changed[pos])
     ids = list(dict.fromkeys(t["id"] for t in both))
-    reads = display_token(piece(m.tok, run.ids[pos]), m.token_kind)
+    reads = display_token(piece(m.tokenizer, run.ids[pos]), m.runtime.token_kind)
     out |= {
         "kind": "tokens",
         "position": pos,
@@ -330,7 +334,7 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
     """Greedy text with and without the ablation: a decoder continues its prompt, an
     encoder-decoder translates anew. Full forward passes (the PyTorch engine when installed)."""
 
-    model = m.torch(m.dtype or "float64")
+    model = m.runtime.torch(m.runtime.dtype or "float64")
     forward = I.torch_run(model) if model is not None else I.reference_run(m.params, m.cfg)
     src = run.src if m.cfg.arch == "encoder-decoder" else None
 
@@ -342,7 +346,7 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
         return step
 
     if src is not None:
-        prompt, limit = m.bos(), m.cfg.max_len - 1
+        prompt, limit = m.runtime.bos(), m.cfg.max_len - 1
     else:
         prompt, limit = list(run.ids), min(CONTINUE, m.cfg.max_len - len(run.ids))
     texts = {}
@@ -350,8 +354,8 @@ def _continuations(m: Model, run: Run, fns: dict) -> dict:
         if limit < 1:
             texts[label] = ""
             continue
-        step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, m.fix)
+        step = numerics.checked(step_under(f), m.params, m.cfg, len(prompt), src, m.runtime.fix)
         with np.errstate(all="ignore"):
-            g = decoding.greedy(step, prompt, limit, m.tok.eos_id, m.cfg.max_len)
-        texts[label] = m.tok.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])
+            g = decoding.greedy(step, prompt, limit, m.tokenizer.eos_id, m.cfg.max_len)
+        texts[label] = m.tokenizer.decode(g.ids[len(prompt) :] if src is None else g.ids[1:])
     return texts

@@ -200,18 +200,16 @@ FIX = "start serve with --dtype float64"
 def _explored(m: Model) -> Model:
     """A Model as the explorer uses it: its refusals of non-finite values say what `serve`
     can change."""
-    m.fix = FIX
+    m.runtime.fix = FIX
     return m
 
 
 def _folder_loader(path: Path, dtype: str = "float64") -> Callable[[], Model]:
     def load() -> Model:
-        from glassformer.opening import load as load_model
-
         if not path.is_dir():
             raise GlassformerError(f"{path} is not a folder (give a checkpoint or model folder)")
-        m = load_model(path, dtype=dtype)
-        if m.tok is None:
+        m = Model.load(path, dtype=dtype)
+        if m.tokenizer is None:
             raise GlassformerError(
                 f"{path} has no tokenizer: text cannot be encoded; save the model with its "
                 "tokenizer"

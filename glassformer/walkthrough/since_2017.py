@@ -12,15 +12,13 @@ shared head is multi-query attention: Shazeer 2019). The input is the Random Tra
 
 Every number is the reference engine's: `reference.rotary` and `rotary_angles`,
 `multi_head_attention`, `layer_norm` and `rms_norm`, `ffn`; parameter counts are `weights.spec`'s.
-This module chooses the inputs, lays matrices side by side and counts the KV cache's bytes in
-closed form (`kv_cache_bytes`), which the tests hold against the PyTorch engine's `KVCache`. The
-feed-forward and attention parts are in `since_2017_layers.py`. No torch is imported: the
-walkthrough starts fast.
+This module chooses the inputs and lays matrices side by side (parts 1 and 2); the feed-forward
+and attention parts are in `since_2017_layers.py`, and what both stand on (the toy decoder, the
+real configs, the KV cache's bytes in closed form) in `since_2017_configs.py`. No torch is
+imported: the walkthrough starts fast.
 """
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 
@@ -28,72 +26,15 @@ from glassformer import reference as R
 from glassformer import weights
 from glassformer.config import Config
 from glassformer.trace import Trace, scope, tracing
+from glassformer.walkthrough import since_2017_layers
 from glassformer.walkthrough.narrate import narrator
 from glassformer.walkthrough.random_transformer import EMBEDDINGS, TOKENS
+from glassformer.walkthrough.since_2017_configs import ATTN, NORM, STD, n_weights, toy
 
 # Shapes: T tokens (2)  C d_model (4)  H heads  KV key/value heads  D head dim  r rotated dims
 
-STD = 0.5  # the seeded weights' N(0, STD²): numbers of a readable size on the article's X
 SHIFT = 5  # the rotary invariance check moves both tokens this many positions on
 GRID = 4  # the score grid puts a query and a key at positions 0 .. GRID-1
-ATTN = "decoder.layers.0.self_attn"  # the weights each part reads (block 0 of the toy decoder)
-NORM = "decoder.layers.0.norm1"
-FFN = "decoder.layers.0.ffn"
-FP16 = 2  # bytes per number in fp16 / bf16, as Llama's weights and KV caches are kept
-
-# Where the real configs' numbers come from: in full, and as the notes cite them.
-SOURCES = {
-    "Llama 2 7B": "Touvron et al. 2023, “Llama 2: Open Foundation and Fine-Tuned Chat Models” "
-    "(arXiv:2307.09288), Table 1 (4k context; GQA only for 34B and 70B), and "
-    "huggingface.co/meta-llama/Llama-2-7b-hf config.json: hidden_size 4096, 32 layers, 32 "
-    "attention heads, 32 key/value heads, intermediate_size 11008",
-    "Llama 3 8B": "Meta, Llama 3 model card (github.com/meta-llama/llama3, MODEL_CARD.md: 8B, "
-    "GQA, 8k context) and huggingface.co/meta-llama/Meta-Llama-3-8B config.json: hidden_size "
-    "4096, 32 layers, 32 attention heads, 8 key/value heads, intermediate_size 14336, "
-    "rope_theta 500000",
-}
-CITED = {
-    "Llama 2 7B": "Touvron et al. 2023 (arXiv:2307.09288) and Llama-2-7b-hf's config.json",
-    "Llama 3 8B": "Meta's Llama 3 model card and Meta-Llama-3-8B's config.json",
-}
-# The two real configs the byte and parameter counts are for (architecture only: no weights).
-LLAMA2_7B = Config(
-    arch="decoder",
-    vocab_size=32000,
-    d_model=4096,
-    n_heads=32,
-    d_ff=11008,
-    n_decoder_layers=32,
-    max_len=4096,
-    positions="rotary",
-    norm="pre",
-    norm_kind="rmsnorm",
-    ffn_kind="gated",
-    activation="silu",
-    bias=False,
-)
-LLAMA3_8B = dataclasses.replace(
-    LLAMA2_7B, vocab_size=128256, n_kv_heads=8, d_ff=14336, max_len=8192, rope_theta=500000.0
-)
-
-
-def toy(**changes) -> Config:
-    """The walkthrough's tiny decoder: the Random Transformer's d_model 4, FFN 8 and 10 words,
-    one head of 4, two pre-norm blocks, no biases; `changes` (Config fields) on top."""
-    base = dict(arch="decoder", vocab_size=10, d_model=4, n_heads=1, head_dim=4, d_ff=8,
-                n_decoder_layers=2, max_len=16, norm="pre", bias=False)  # fmt: skip
-    return Config(**(base | changes))
-
-
-def n_weights(cfg: Config, prefix: str) -> int:
-    """How many numbers the tensors of `weights.spec(cfg)` whose names start with `prefix` hold."""
-    return sum(int(np.prod(s)) for n, s in weights.spec(cfg).items() if n.startswith(prefix))
-
-
-def kv_cache_bytes(cfg: Config, itemsize: int = FP16) -> int:
-    """Bytes the KV cache keeps per token per layer: K and V, each kv_heads × D numbers of
-    `itemsize` bytes, 2 · KV · D · itemsize (fewer key/value heads, fewer bytes)."""
-    return 2 * cfg.kv_dim * itemsize
 
 
 def rotation_matrix(m: int, cfg: Config) -> np.ndarray:
@@ -107,8 +48,6 @@ def rotation_matrix(m: int, cfg: Config) -> np.ndarray:
 def modern(seed: int = 0) -> Trace:
     """From 2017 to today, every step, as a trace: rotary positions, RMSNorm, SwiGLU and
     grouped-query attention, each beside what it replaced, on "Hello World"."""
-    from glassformer.walkthrough import since_2017_layers
-
     parts = ("positions", "norms", "ffn", "relu", "swiglu", "gqa", "mha_copied")
     with tracing(labels={p: list(TOKENS) for p in parts}) as trace:
         t = narrator()

@@ -3,8 +3,8 @@ attention with the KV cache it saves, at the toy size and at Llama 2 7B's and Ll
 
 The steps of `since_2017.modern()` that these two functions record; every number is the
 reference engine's (`reference.ffn`, `reference.multi_head_attention`) or `weights.spec`'s, and the
-cache's bytes are `since_2017.kv_cache_bytes` of the configs (`LLAMA2_7B`, `LLAMA3_8B`, cited in
-`since_2017.SOURCES`).
+cache's bytes are `since_2017_configs.kv_cache_bytes` of the configs (`LLAMA2_7B`, `LLAMA3_8B`,
+cited in `since_2017_configs.SOURCES`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from glassformer import weights
 from glassformer.config import Config
 from glassformer.trace import Trace, scope
 from glassformer.walkthrough.random_transformer import TOKENS
-from glassformer.walkthrough.since_2017 import (
+from glassformer.walkthrough.since_2017_configs import (
     ATTN,
     CITED,
     FFN,

@@ -1,0 +1,319 @@
+"""The plumbing of one loaded model: what `Model`'s verbs, the command line (`cli/`), the explorer
+(`serve/`) and the modules that do the work (`generating.py`, `touch.py`, `evaluating.py`) share.
+
+A `Runtime` holds the config, float64 weights, tokenizer and class names, the engine choice and
+its precision, and makes each PyTorch engine once (`torch(dtype)`, under a lock: the explorer
+asks from many threads). It gives the next-token step functions decoding runs on (`step`,
+`many_step`), the reference engine's forward (`reference_run`), one decoding with the notes that
+tell how it went (`decoded`), user text checked into token ids (`encode`) and ids back into
+pieces (`pieces`, `readable`), the refusals of a model that cannot do what it is asked
+(`need_tokenizer`, `need_generator`, `need_classifier`) and where notes go (`note`: `on_note`, or
+`notes`). `Model.runtime` is this object; a user calls the Model's verbs instead.
+
+Deliberately not here: the verbs themselves and their documentation (`model.py`), opening a folder
+or preset (`opening.py`), the math (the engines), decoding's strategies (`decoding.py`,
+`inference.py`), the batched paths (`generating.py`), looking inside (`touch.py`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+
+import numpy as np
+
+from glassformer import devices, generating, inference, numerics, results, weights
+from glassformer import reference as R
+from glassformer.arguments import checked
+from glassformer.config import Config
+from glassformer.decoding import Decoding, finish
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, Said, param
+from glassformer.inputs import utf8
+
+# What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
+FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
+
+
+@checked  # every argument of every public method, against glassformer.arguments' table
+class Runtime:
+    """The engines, step functions, checks and caches of one model (see the module docstring).
+
+    cfg, params, tok, labels: what the model is made of (tok: its tokenizer, or None; labels:
+    a classifier's class names as saved with it, or None); name: how refusals name it; engine:
+    "auto", "torch" or "reference"; dtype: the PyTorch engine's precision for decoding (None:
+    each caller's default); on_note: where notes go (None: `notes`); device: where the PyTorch
+    engine runs ("cpu", "cuda", "cuda:N"; `devices.check_device`); threads: PyTorch's and BLAS's
+    threads for the whole process (None: as they are; `devices.use_threads`); fix: what a
+    refusal of non-finite values from float32 or int8 suggests (the explorer sets its own)."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        params: dict,
+        tok=None,
+        *,
+        labels: list[str] | None = None,
+        name: str = "model",
+        engine: str = "auto",
+        dtype: str | None = None,
+        on_note: Callable[[str], None] | None = None,
+        device: str = "cpu",
+        threads: int | None = None,
+    ):
+        self.cfg, self.params, self.tok, self.labels = cfg, params, tok, labels
+        self.name, self.engine, self.dtype = name, engine, dtype
+        self.on_note = on_note
+        self.notes: list[str] = []
+        self.fix = FIX
+        self._engines: dict = {}
+        self._made: dict = {}
+        self._lock = threading.Lock()
+        self._gates: dict = {}
+        self.device, self.threads = device, threads
+        if threads is not None and (told := devices.use_threads(threads)) is not None:
+            self.note(told)  # BLAS's threads could not be set
+
+    # -- notes and names -------------------------------------------------------------------------
+
+    def note(self, message: str) -> None:
+        """Tell `on_note`, or keep the note in `notes` (once), in Python's words (`Said`: the
+        command line's `on_note` writes its flags)."""
+        message = Said(message)
+        if self.on_note is not None:
+            self.on_note(message)
+        elif message not in self.notes:
+            self.notes.append(message)
+
+    def unknown_note(self, unknown: list[str], quiet: bool = False) -> None:
+        """Note unknown pieces; not when quiet (the explorer shows them, notes would pile up)."""
+        if unknown and not quiet:
+            shown = ", ".join(repr(u) for u in unknown[:5]) + (" ..." if len(unknown) > 5 else "")
+            self.note(
+                f"{len(unknown)} unknown token(s) mapped to {self.tok.specials.get('unk')}: {shown}"
+            )
+
+    utf8 = staticmethod(utf8)  # user text refused unless valid UTF-8 (for touch.py's flags)
+
+    @property
+    def class_names(self) -> list[str]:
+        """A classifier's class names, else its class numbers ("0", "1", ...)."""
+        return self.labels or [str(k) for k in range(self.cfg.n_classes)]
+
+    @property
+    def token_kind(self) -> str:
+        """How this tokenizer's pieces read (`tokenizer.display.display_kind`)."""
+        from glassformer.tokenizer.display import display_kind
+
+        return self.cached("token_kind", lambda: display_kind(self.need_tokenizer()))
+
+    # -- what a model must have ------------------------------------------------------------------
+
+    def need_tokenizer(self):
+        if self.tok is None:
+            raise GlassformerError(
+                f"checkpoint {self.name} has no {weights.TOKENIZER_FILE}: text cannot "
+                "be encoded; save it with its tokenizer"
+            )
+        return self.tok
+
+    def need_generator(self) -> None:
+        if self.cfg.arch == "encoder":
+            raise GlassformerError("an encoder-only model does not generate; use `explain`")
+
+    def need_classifier(self) -> None:
+        cfg = self.cfg
+        if cfg.arch != "encoder" or not cfg.n_classes:
+            what = f"an {cfg.arch}" if cfg.arch != "decoder" else "a decoder"
+            hint = "; for an encoder without one use `embed`" if cfg.arch == "encoder" else ""
+            raise GlassformerError(
+                f"classify needs an encoder with a classifier (n_classes > 0); {self.name} is "
+                f"{what}{' without a classifier' if cfg.arch == 'encoder' else ''}{hint}"
+            )
+
+    # -- text and tokens -------------------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str,
+        *,
+        room: int = 0,
+        window: bool = False,
+        what: str = "the text",
+        unknown: list | None = None,
+    ) -> list[int]:
+        """Token ids of user text (`what` names it in a refusal), with the checks the engines
+        expect: valid UTF-8, never empty, never longer than max_len - room (with `window`, a
+        decoder that slides over its context, any length). Unknown pieces go to `unknown`
+        when given, else into a note."""
+        tok = self.need_tokenizer()
+        if not isinstance(text, str):
+            raise InputError(f"{what} must be a str, got {type(text).__name__}")
+        utf8(text, what)
+        if not text.strip():
+            raise InputError(f"{what} is empty: give at least one word")
+        ids, missing = tok.encode_for_model(text)
+        if not ids:
+            raise InputError(f"{what} has no tokens: give at least one word")
+        if unknown is not None:
+            unknown.extend(missing)
+        else:
+            self.unknown_note(missing)
+        limit = self.cfg.max_len - room
+        if len(ids) > limit and not window:
+            raise InputError(
+                f"{what} has {len(ids)} tokens but the model takes at most "
+                f"{limit} (max_len {self.cfg.max_len}); shorten it"
+            )
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        """Token ids -> text, as the tokenizer joins them."""
+        return self.need_tokenizer().decode(list(ids))
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Each id's raw vocabulary piece (`#id` without a tokenizer: a preset's model; and for
+        an id of an output layer wider than the tokenizer's vocabulary, as Qwen2's is padded)."""
+        if self.tok is None:
+            return [f"#{i}" for i in ids]
+        past = range(len(self.tok.vocab), self.cfg.vocab_size)  # (empty when they agree)
+        return [f"#{i}" if i in past else self.tok.tokens([i])[0] for i in ids]
+
+    def readable(self, ids: list[int]) -> list[str]:
+        """Each id's piece as a person reads it (a space shown as ␣, a byte as <0x0A>)."""
+        from glassformer.tokenizer.display import display_tokens
+
+        if self.tok is None:
+            return self.pieces(ids)
+        return display_tokens(self.pieces(ids), self.token_kind)
+
+    def bos(self) -> list[int]:
+        """The start token a decoding begins from, as a one-token prompt."""
+        if self.need_tokenizer().bos_id is None:
+            raise GlassformerError(
+                "the tokenizer has no start token (SOS/BOS) to start decoding from"
+            )
+        return [self.tok.bos_id]
+
+    # -- engines ---------------------------------------------------------------------------------
+
+    def torch(self, dtype: str = "float64"):
+        """The PyTorch engine on these weights in `dtype` on `device`, for inference (made once
+        per dtype and device), or None when torch is not installed and the engine is "auto"."""
+        if self.engine == "reference":
+            return None
+        key = (dtype, self.device)
+        with self._lock:
+            if key not in self._engines:
+                try:
+                    import torch  # noqa: F401
+                except ImportError:
+                    if self.engine == "torch":
+                        raise GlassformerError(
+                            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}"
+                        ) from None
+                    self._engines[key] = None
+                else:
+                    self._engines[key] = inference.torch_engine(self.cfg, self.params, *key)
+            return self._engines[key]
+
+    def cached(self, name: str, make: Callable):
+        """A per-model object made once, however many threads ask at the same time (the
+        explorer's Hugging Face model of the fidelity badge, the readable vocabulary)."""
+        with self._lock:
+            gate = self._gates.setdefault(name, threading.Lock())
+        with gate:  # making one (a slow load) holds up nothing else
+            if name not in self._made:
+                self._made[name] = make()
+            return self._made[name]
+
+    def step(
+        self,
+        src: list[int] | None = None,
+        *,
+        prompt_len: int = 1,
+        window: bool = False,
+        dtype: str | None = None,
+        reference: bool = False,
+        fix=...,
+    ):
+        """Next-token logits for decoding (ids -> (V,)): the PyTorch engine with its KV cache
+        when this model's engine allows (and not `reference`), else the reference engine;
+        non-finite logits raise a `NonFiniteError` naming where they start (prompt_len: where
+        the new tokens start)."""
+        model = None if reference else self.torch(dtype or self.dtype or "float64")
+        if model is not None:
+            from glassformer.torch_steps import step_fn
+
+            step = step_fn(model, src, window=window)
+        else:
+            step = R.next_token_logits(self.params, self.cfg, src, window=window)
+        fix = self.fix if fix is ... else fix  # None: no advice (the float64 engine is exact)
+        return numerics.checked(step, self.params, self.cfg, prompt_len, src, fix)
+
+    def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):
+        """Batched next-token logits (hypotheses -> (n, V)) for beam search on the PyTorch
+        engine's KV cache, checked as `step` is; None without the PyTorch engine."""
+        model = self.torch(self.dtype or "float64")
+        if model is None:
+            return None
+        from glassformer.torch_steps import many_step_fn
+
+        return numerics.checked_many(
+            many_step_fn(model, src), self.params, self.cfg, prompt_len, src, self.fix
+        )
+
+    def reference_run(self) -> Callable:
+        """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
+        ids)) -> logits (T, V); for a classifier, ids -> class logits (n_classes,); for another
+        encoder, ids -> the encoder output (S, C)."""
+        from glassformer import interventions as I
+
+        if self.cfg.arch != "encoder":
+            return I.reference_run(self.params, self.cfg)
+        if self.cfg.n_classes:
+            return lambda ids: R.classify(self.params, self.cfg, list(ids))
+        return lambda ids: R.encoder(self.params, self.cfg, list(ids))
+
+    # -- decoding and classes --------------------------------------------------------------------
+
+    def decoded(
+        self,
+        prompt: list[int],
+        src: list[int] | None = None,
+        decoding: Decoding | None = None,
+        *,
+        window: bool = False,
+        step=None,
+        quiet: bool = False,
+    ):
+        """Greedy, sampling or beam search from `prompt` as `decoding` says: a
+        `decoding.Generation` or `BeamResult`. window: the step slides over a decoder's
+        context (only max_new_tokens bounds the length); step: the step function (default
+        `self.step`); a note says why it stopped (unless quiet)."""
+        how = dict(window=window, step=step, quiet=quiet)
+        return finish(generating.decoded_tokens(self, prompt, src, decoding, **how))
+
+    def translations(
+        self,
+        sentences: list[str],
+        beam: int = 4,
+        n_best: int | None = None,
+        dtype: str | None = None,
+        places: list[str] | None = None,
+    ) -> Iterator:
+        """The translations of `sentences`, yielded in input order as soon as each is known
+        (batched; beam search when beam > 1). Every sentence is checked before any work."""
+        return generating.translations(self, sentences, beam, n_best, dtype, places)
+
+    def class_probabilities(self, ids: list[list[int]], *, engine: str | None = None):
+        """(N, n_classes) class probabilities of encoded texts (`classify`'s numbers)."""
+        self.need_classifier()
+        engine = engine or self.engine
+        fix = numerics.REFERENCE
+        return inference.class_probabilities(
+            self.cfg, self.params, ids, engine, fix=fix, device=self.device
+        )
+
+    def class_result(self, probs: np.ndarray) -> dict:
+        """One text's class: {label, class, probability, probabilities by class name}."""
+        return results.Classification.of(self.class_names, probs).to_dict()
