@@ -88,6 +88,65 @@ def test_nothing_below_the_command_line_imports_it():
     assert [m for m in below if "glassformer.cli" in imports(m)] == []
 
 
+# -- the wings: each on one layer ------------------------------------------------------------------
+# The modules of each wing by name (at the root or in their folder, glassformer/formats/hf.py),
+# and what each must never import: what stands above it. A wing that imported upward, or a
+# module of a wing on an import circle, would put the wing on two layers.
+WINGS = {
+    "formats": {"hf", "hf_dir", "hf_llama", "hf_pegasus", "nanogpt", "loading", "hf_hooks"},
+    "inspect": {"interventions", "lens", "attribution", "touch"},
+    "training": {"train", "checkpoint", "tasks", "views"},
+}
+TOP = {"glassformer.cli", "glassformer.serve", "glassformer.explain", "glassformer.engine_diff"}
+ABOVE = {  # wing -> the wings and modules above it
+    "formats": {"inspect", "training", "glassformer.model", "glassformer.opening", *TOP},
+    "inspect": {"training", "glassformer.model", "glassformer.opening", *TOP},
+    "training": TOP,
+}
+
+
+def wing_of(name: str) -> str | None:
+    base = name.rpartition(".")[2]
+    for wing, names in WINGS.items():
+        if base in names and name in (f"glassformer.{base}", f"glassformer.{wing}.{base}"):
+            return wing
+    return None
+
+
+def above(target: str, wing: str) -> bool:
+    marks = ABOVE[wing]
+    return wing_of(target) in marks or any(target == m or target.startswith(m + ".") for m in marks)
+
+
+def test_every_wing_module_is_found():
+    found = {w: {m.rpartition(".")[2] for m in MODULES if wing_of(m) == w} for w in WINGS}
+    assert found == WINGS
+
+
+@pytest.mark.parametrize("wing", sorted(WINGS))
+def test_no_wing_imports_what_stands_above_it(wing):
+    members = [m for m in MODULES if wing_of(m) == wing]
+    upward = {m: sorted(t for t in imports(m) if above(t, wing)) for m in members}
+    assert {m: ts for m, ts in upward.items() if ts} == {}
+
+
+def test_no_wing_module_is_on_an_import_circle():
+    """Package faces (__init__.py) are left out: importing any module runs them."""
+    modules = {m for m, p in MODULES.items() if p.name != "__init__.py"}
+    graph = {m: imports(m) & modules - {m} for m in modules}
+
+    def reaches(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for t in graph[todo.pop()]:
+                if t not in seen:
+                    seen.add(t)
+                    todo.append(t)
+        return seen
+
+    assert sorted(m for m in modules if wing_of(m) and m in reaches(m)) == []
+
+
 # Tokens that are code; a comment, a blank line or an indent is not (f-string parts from 3.12 on).
 CODE_TOKENS = {tokenize.OP, tokenize.NAME, tokenize.NUMBER, tokenize.STRING} | {
     getattr(tokenize, t)
