@@ -120,7 +120,7 @@ def random_gpt2(small: bool = False):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from glassformer import hf
+    from glassformer.formats import hf
 
     hf_cfg = GPT2Config(n_layer=2) if small else GPT2Config()
     torch.manual_seed(0)

@@ -49,8 +49,8 @@ from _harness import alternate, common_prefix, hf_greedy, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
-from glassformer import loading  # noqa: E402
 from glassformer.decoding import greedy  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
 

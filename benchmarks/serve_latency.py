@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from glassformer import loading  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 
 PASSAGE = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "

@@ -29,9 +29,9 @@ import torch
 from gpt_peer import Trainer
 
 from glassformer.config import preset
-from glassformer.tasks import prepare_task
 from glassformer.torch_model import Transformer
-from glassformer.train import TrainConfig, bf16_supported, train
+from glassformer.training.tasks import prepare_task
+from glassformer.training.train import TrainConfig, bf16_supported, train
 
 
 def gemm_peak(n: int = 2048, repeats: int = 5) -> float:

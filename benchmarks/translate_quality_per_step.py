@@ -16,9 +16,10 @@ layers, d 256, 4 heads, FFN 1024, dropout 0.1), label smoothing 0.1, AdamW betas
 weight decay 0.01 on every parameter, peak lr 1e-3 (`--set lr=` changes it for both), warmup
 then cosine to 2% of the peak lr, clipping 1.0.
 
-glassformer runs its own training loop (`glassformer.train.train`) with the `translator` preset
-and its translate recipe; `--variant NAME:key=value,...` adds more glassformer runs that change
-Config / TrainConfig fields (or `tokenizer=bpe|sp-bpe`), to measure which recipe choices matter.
+glassformer runs its own training loop (`glassformer.training.train.train`) with the `translator`
+preset and its translate recipe; `--variant NAME:key=value,...` adds more glassformer runs that
+change Config / TrainConfig fields (or `tokenizer=bpe|sp-bpe`), to measure which recipe choices
+matter.
 
     .venv/bin/python benchmarks/translate_quality_per_step.py --steps 600
     .venv/bin/python benchmarks/translate_quality_per_step.py --score models/en-es --threads 1
@@ -45,10 +46,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from glassformer import data as D  # noqa: E402
 from glassformer import inference, metrics, translating, weights  # noqa: E402
-from glassformer import train as T  # noqa: E402
 from glassformer.config import Config, preset  # noqa: E402
-from glassformer.tasks import prepare_task  # noqa: E402
 from glassformer.torch_model import sinusoidal_table  # noqa: E402
+from glassformer.training import train as T  # noqa: E402
+from glassformer.training.tasks import prepare_task  # noqa: E402
 
 # -- the peer: a plain nn.Transformer script ----------------------------------------------------
 

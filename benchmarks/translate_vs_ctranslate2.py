@@ -50,9 +50,9 @@ from _harness import alternate, alternate_apart
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's glassformer
 
-from glassformer import loading  # noqa: E402
 from glassformer.cli import main as cli  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.metrics import translation_scores  # noqa: E402
 from glassformer.translating import translate  # noqa: E402

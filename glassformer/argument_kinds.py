@@ -423,7 +423,7 @@ def named(*classes: str):
     return test
 
 
-run_type = named("glassformer.touch.Run")
+run_type = named("glassformer.inspect.touch.Run")
 engine_type = named("glassformer.engine_diff.Engine")
 
 

@@ -53,11 +53,11 @@ from glassformer.argument_kinds import (
     tokenizer_type,
     trace_type,
 )
-from glassformer.attribution import MAX_STEPS
 from glassformer.config import Config
 from glassformer.devices import DEVICE_NAMES, is_device_name
 from glassformer.errors import InputError
 from glassformer.inference import DTYPES
+from glassformer.inspect.attribution import MAX_STEPS
 from glassformer.weights import STORABLE_DTYPES
 
 ENGINES = ("auto", "reference", "torch")  # a Model's engines (`load`, --engine)

@@ -49,7 +49,7 @@ import numpy as np
 
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param
 from glassformer.explain.html_pieces import dims
-from glassformer.hf_hooks import hf_engine
+from glassformer.formats.hf_hooks import hf_engine
 from glassformer.model import Model
 from glassformer.numerics import NonFiniteError, first_nonfinite, origin
 from glassformer.results import Result

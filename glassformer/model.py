@@ -41,8 +41,8 @@ from glassformer.arguments import checked
 from glassformer.config import Config
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError, InputError
+from glassformer.inspect.touch import Run
 from glassformer.runtime import Runtime
-from glassformer.touch import Run
 from glassformer.trace import Trace
 from glassformer.trace import intervene as trace_intervene
 
@@ -716,7 +716,7 @@ class Model:
         Run
             The trace (`run.trace[name]`) and what the pass read and returned.
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         return touch.traced_run(self.runtime, text, ids, target, decoding, quiet)
 
@@ -757,7 +757,7 @@ class Model:
             A `results.GeneratedText`, `NextToken`, `PredictedClass` or `PooledEmbedding`
             (`to_dict()`: the report's "result").
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         return touch.result(self.runtime, run)
 
@@ -791,7 +791,7 @@ class Model:
             classifier), classes (a classifier's: label, before, after, change), notes, and
             text / text_ablated when the run generated; `to_dict()` is `explain --json`'s.
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         if not isinstance(text, Run):
             text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
@@ -829,7 +829,7 @@ class Model:
             restored), position and after_token (None for a classifier), classes (a
             classifier's probabilities in this run, before, and the clean run, after).
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         if not isinstance(text, Run):
             text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
@@ -884,7 +884,7 @@ class Model:
         Lens
             input (tokens), lens (the table), dla (with `dla`); `to_dict()` is `lens --json`'s.
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         return touch.lens(
             self.runtime,
@@ -930,7 +930,7 @@ class Model:
             input, predicted, and the attribution's method, targets, scores, ...; `to_dict()` is
             `attribute --json`'s.
         """
-        from glassformer import touch
+        from glassformer.inspect import touch
 
         return touch.attribute(
             self.runtime,
@@ -1018,6 +1018,6 @@ class Model:
         (str, Path)
             The family and the folder written.
         """
-        from glassformer import hf_dir
+        from glassformer.formats import hf_dir
 
         return hf_dir.export(path, self.cfg, self.params, self.tokenizer, overwrite=overwrite)

@@ -35,7 +35,7 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
     """A glassformer checkpoint folder, a Hugging Face model folder (imported on the fly) or a
     preset's name (seeded random weights, `seed` default 0; the article's tokenizer for
     hello-world, none for the others)."""
-    from glassformer import loading
+    from glassformer.formats import loading
     from glassformer.tokenizer import article_tokenizer
 
     p = Path(path_or_preset)

@@ -266,7 +266,7 @@ class Runtime:
         """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
         ids)) -> logits (T, V); for a classifier, ids -> class logits (n_classes,); for another
         encoder, ids -> the encoder output (S, C)."""
-        from glassformer import interventions as I
+        from glassformer.inspect import interventions as I
 
         if self.cfg.arch != "encoder":
             return I.reference_run(self.params, self.cfg)

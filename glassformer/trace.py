@@ -24,8 +24,8 @@ PyTorch engine (`(B, T, D)`, on its device, in its dtype, gradients flowing thro
 returns a value of the same shape and kind. The PyTorch engine leaves its SDPA fast path while
 an intervention is active, as it does while tracing. A recorded trace shows the replaced values.
 Several keys matching one name apply in the order given; nested blocks compose, the outer first.
-Ready-made interventions (ablations, patching) live in `glassformer.interventions`; this module
-only applies them.
+Ready-made interventions (ablations, patching) live in `glassformer.inspect.interventions`; this
+module only applies them.
 
 This module only records and replaces. A step that does not bring its own equation gets its name's
 entry in `glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`,

@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 
 from glassformer import reference as R  # noqa: E402
 from glassformer import weights  # noqa: E402
-from glassformer.attribution import gauss_legendre, input_attribution  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.inspect.attribution import gauss_legendre, input_attribution  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.trace import intervene  # noqa: E402
 

@@ -10,10 +10,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import loading, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
+from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 
 TEXTS = ["Where is the station?", "¿Dónde está la estación?", "I like it.", "Me gusta."]
 

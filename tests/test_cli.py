@@ -283,7 +283,8 @@ def test_translate_says_which_translations_ran_to_max_len(capsys, tmp_path):
     pytest.importorskip("torch")
     from pathlib import Path
 
-    from glassformer import inference, loading, translating
+    from glassformer import inference, translating
+    from glassformer.formats import loading
 
     en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
     cfg, params, tok = loading.load(en_es)
@@ -337,7 +338,7 @@ def test_translate_n_best_prints_each_sentences_candidates(capsys, tmp_path):
     pytest.importorskip("torch")
     from pathlib import Path
 
-    from glassformer import loading
+    from glassformer.formats import loading
 
     en_es = Path(__file__).resolve().parents[1] / "models" / "en-es"
     f = tmp_path / "in.txt"

@@ -61,7 +61,7 @@ def generated(capsys, models, *options):
 
 def oracle(models, decode, **kw) -> str:
     """The same decoding run directly over the reference engine (the oracle for the CLI)."""
-    from glassformer import loading
+    from glassformer.formats import loading
 
     cfg, params, tok = loading.load(models / "hello")
     src = tok.encode("hello world")

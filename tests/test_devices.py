@@ -160,7 +160,7 @@ def test_train_threads_are_the_run_s(folders, tmp_path, capsys):
     ]
     base = ["train", "lm", "--data", str(folders / "corpus.txt"), *tiny]
     assert main([*base, "--out", str(tmp_path / "a"), "--threads", "1"]) == 0
-    from glassformer.train import saved_train_config
+    from glassformer.training.train import saved_train_config
 
     assert saved_train_config(tmp_path / "a").threads == 1  # kept, as --set threads=1 is
     capsys.readouterr()

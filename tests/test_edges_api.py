@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 from table import Case, case_id, check_case, snapshot
 
-from glassformer import decoding, errors, loading, preset, weights
+from glassformer import decoding, errors, preset, weights
 from glassformer import reference as R
 from glassformer.cli import main
 from glassformer.config import Config
@@ -32,6 +32,7 @@ from glassformer.errors import (
     OutputExists,
     TraceError,
 )
+from glassformer.formats import loading
 from glassformer.trace import intervene, tracing
 
 HELLO = preset("hello-world")
@@ -327,7 +328,7 @@ api(
 
 
 def hf_export(t):
-    from glassformer import hf_dir
+    from glassformer.formats import hf_dir
 
     hf_dir.export(t / "ck", DEC, P["dec"])
 

@@ -48,7 +48,7 @@ def tokenoverflow(name: str, word: str):
     def change(path):
         from safetensors.numpy import load_file, save_file
 
-        from glassformer import loading
+        from glassformer.formats import loading
 
         _, _, tok = loading.load(path.parent)
         t = load_file(str(path))
@@ -459,7 +459,8 @@ def test_batched_functions_name_the_failing_input(row, models, tmp_path):
     """A batch where one input overflows float32 (it holds the damaged token) and the other does
     not: the error's row is that input's index whichever place it has, the origin said; without
     params, only that it happened."""
-    from glassformer import inference, loading, translating
+    from glassformer import inference, translating
+    from glassformer.formats import loading
     from glassformer.numerics import NO_WEIGHTS, NonFiniteError
 
     _, fn, order = row

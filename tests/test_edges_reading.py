@@ -526,7 +526,7 @@ def test_import_hf_checks_the_recorded_bias(tmp_path):
     tensors["transformer.h.0.mlp.c_fc.bias"][0] = 1.0
     save_file(tensors, str(hf / "model.safetensors"), metadata={"format": "pt"})
     with pytest.raises(GlassformerError, match="is not zero, but config.json's 'glassformer'"):
-        from glassformer import hf_dir
+        from glassformer.formats import hf_dir
 
         hf_dir.load(hf)
 

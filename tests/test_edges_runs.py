@@ -301,8 +301,8 @@ CASES.append(("lock", "the Python API's train() is refused while another writer 
 
 
 def test_the_library_train_is_refused_while_the_folder_is_held(models, tmp_path):
-    from glassformer.tasks import prepare_task
-    from glassformer.train import TrainConfig, train
+    from glassformer.training.tasks import prepare_task
+    from glassformer.training.train import TrainConfig, train
 
     cfg = weights.load(models / "lm")[0]
     tcfg = TrainConfig(max_steps=1, block_size=16, eval_iters=1)
@@ -607,8 +607,8 @@ VALUES = st.recursive(
 @pytest.fixture(scope="module")
 def run(models, tmp_path_factory):
     """A fresh run to restore the translator's training state into: (folder, state, make)."""
-    from glassformer.tasks import prepare_task
-    from glassformer.train import saved_train_config
+    from glassformer.training.tasks import prepare_task
+    from glassformer.training.train import saved_train_config
 
     folder = tmp_path_factory.mktemp("fz") / "tr"
     shutil.copytree(models / "tr", folder)
@@ -648,9 +648,9 @@ def _replaced(state, path, value):
 def test_fuzzed_training_states_give_only_glassformer_errors(run, data):
     import copy
 
-    from glassformer.checkpoint import restore
     from glassformer.torch_model import Transformer
-    from glassformer.train import make_optimizer
+    from glassformer.training.checkpoint import restore
+    from glassformer.training.train import make_optimizer
 
     folder, cfg, tcfg, task, state = run
     changed = copy.deepcopy(state)

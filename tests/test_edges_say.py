@@ -49,10 +49,11 @@ from table import (  # noqa: E402
     snapshot,
 )
 
-from glassformer import engine_diff, hf_llama, load, numerics, weights  # noqa: E402
+from glassformer import engine_diff, load, numerics, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.cli.diff import parse_engines  # noqa: E402
 from glassformer.errors import InputError, TokenizerError  # noqa: E402
+from glassformer.formats import hf_llama  # noqa: E402
 from glassformer.tokenizer import HFTokenizer  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
 

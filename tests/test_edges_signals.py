@@ -415,7 +415,8 @@ def test_training_takes_over_a_stop_that_came_before_it():
     step (training's handler replaced the old hold, and the run trained through the Ctrl-C)."""
     code = """
 import os, signal, time
-from glassformer import interrupts, train
+from glassformer import interrupts
+from glassformer.training import train
 with interrupts.command():
     try:
         os.kill(os.getpid(), signal.SIGINT)

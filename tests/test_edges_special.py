@@ -50,9 +50,10 @@ pytest.importorskip("uvicorn")
 
 from table import ENV, Case, case_id, check_case, fill, one_error_line, snapshot  # noqa: E402
 
-from glassformer import files, nanogpt  # noqa: E402
+from glassformer import files  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError, GlassformerError  # noqa: E402
+from glassformer.formats import nanogpt  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.serve.deadlines import BODY_TIMEOUT  # noqa: E402
 

@@ -353,7 +353,7 @@ def test_html_chosen_token_is_the_greedy_argmax(row, tmp_path):
     (the byte-fallback `<0x2E>` reads "." too and comes first in the vocabulary)."""
     from glassformer import reference as R
     from glassformer.cli import main
-    from glassformer.loading import load
+    from glassformer.formats.loading import load
 
     out = tmp_path / "r.html"
     assert main(["explain", str(ROOT / row[1]), row[2], "--html", str(out)]) == 0
@@ -398,8 +398,9 @@ CASES += LIB
 
 @pytest.mark.parametrize("row", LIB, ids=lambda r: repr(r[1]))
 def test_input_attribution_refuses_step_counts_before_work(row, models):
-    from glassformer import attribution, loading
     from glassformer.errors import GlassformerError
+    from glassformer.formats import loading
+    from glassformer.inspect import attribution
     from glassformer.torch_model import from_params
 
     cfg, params, _ = loading.load(str(models / "lm"))
@@ -409,8 +410,9 @@ def test_input_attribution_refuses_step_counts_before_work(row, models):
 
 
 def test_input_attribution_refuses_a_batch_that_would_not_fit(models, monkeypatch):
-    from glassformer import attribution, loading
     from glassformer.errors import GlassformerError
+    from glassformer.formats import loading
+    from glassformer.inspect import attribution
     from glassformer.torch_model import from_params
 
     cfg, params, _ = loading.load(str(models / "lm"))

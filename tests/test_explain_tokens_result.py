@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from glassformer import loading
 from glassformer import reference as R
 from glassformer.cli import main
 from glassformer.decoding import greedy
+from glassformer.formats import loading
 from glassformer.tokenizer.display import display_kind, display_tokens
 
 MODELS = Path(__file__).resolve().parents[1] / "models"

@@ -30,11 +30,12 @@ pytest.importorskip("torch")
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 from test_serve_browser import choose, until  # noqa: E402
 
-from glassformer import decoding, load, loading, weights  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
+from glassformer import decoding, load, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer.display import display_token  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402

@@ -197,7 +197,7 @@ def uninterrupted(tmp_path_factory, corpus):
 # known step, so the test can never lose a race with the end of the run.
 PAUSED = """
 import sys, time
-from glassformer import train
+from glassformer.training import train
 from glassformer.cli import main, training
 at, got = int(sys.argv[1]), []
 handle, call = train.StopSignals._handle, training._Progress.__call__

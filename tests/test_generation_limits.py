@@ -154,7 +154,7 @@ def notes(err: str) -> list[str]:
 
 def windowed_greedy_text(ck, prompt: str, n: int) -> str:
     """The oracle: greedy over the plain reference engine fed the last max_len ids."""
-    from glassformer import loading
+    from glassformer.formats import loading
 
     cfg, params, tok = loading.load(ck)
     plain = R.next_token_logits(params, cfg)

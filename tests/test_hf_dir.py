@@ -14,9 +14,10 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from glassformer import hf_dir, loading, reference, weights  # noqa: E402
+from glassformer import reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
+from glassformer.formats import hf_dir, loading  # noqa: E402
 from glassformer.tokenizer import BPETokenizer, HFTokenizer  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 

@@ -23,10 +23,11 @@ transformers = pytest.importorskip("transformers")
 
 from safetensors.numpy import load_file  # noqa: E402
 
-from glassformer import decoding, hf, hf_dir, hf_llama, hf_pegasus, reference, weights  # noqa: E402
+from glassformer import decoding, reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import CheckpointError, ConfigError  # noqa: E402
+from glassformer.formats import hf, hf_dir, hf_llama, hf_pegasus  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402
 

@@ -23,10 +23,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from glassformer import decoding, hf_pegasus, loading, reference, translating, weights  # noqa: E402
+from glassformer import decoding, reference, translating, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import preset  # noqa: E402
 from glassformer.data import read_pairs  # noqa: E402
+from glassformer.formats import hf_pegasus, loading  # noqa: E402
 from glassformer.tokenizer import BPETokenizer, MetaspaceBPETokenizer  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import glassformer  # noqa: E402
-from glassformer import views  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.tasks import prepare_task  # noqa: E402
-from glassformer.train import TrainConfig, train  # noqa: E402
+from glassformer.training import views  # noqa: E402
+from glassformer.training.tasks import prepare_task  # noqa: E402
+from glassformer.training.train import TrainConfig, train  # noqa: E402
 
 DEMO = Path(__file__).resolve().parents[1] / "models" / "induction"
 

@@ -11,11 +11,12 @@ torch = pytest.importorskip("torch")
 
 from test_parity import CASES  # noqa: E402
 
-from glassformer import hf, weights  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
+from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.formats import hf  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.trace import intervene, tracing  # noqa: E402
 
@@ -161,7 +162,7 @@ def test_gradients_flow_through_the_replacement():
     assert g0[:5].abs().max() == 0.0
 
 
-# -- ready-made interventions and patching (glassformer.interventions) --------------------------
+# -- ready-made interventions and patching (glassformer.inspect.interventions) ---------------------
 
 
 def runs(cfg, p):

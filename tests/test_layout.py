@@ -48,7 +48,7 @@ def imports(name: str) -> set[str]:
             if node.level:
                 up = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*up, base] if base else up)
-            # `from glassformer import hf_dir` imports the module glassformer.hf_dir
+            # `from glassformer.formats import hf_dir` imports the module glassformer.formats.hf_dir
             targets = [base, *(f"{base}.{a.name}" for a in node.names)]
         else:
             continue
@@ -75,7 +75,7 @@ def test_the_trace_imports_nothing_from_explain():
 
 
 def test_weights_knows_no_foreign_folders():
-    assert "glassformer.hf_dir" not in imports("glassformer.weights")
+    assert "glassformer.formats.hf_dir" not in imports("glassformer.weights")
 
 
 def test_decoding_knows_no_engine():
@@ -295,9 +295,9 @@ ENGINES = {
     "glassformer.quantize",
     "glassformer.inference",
     "glassformer.translating",
-    "glassformer.loading",
-    "glassformer.hf_dir",
-    "glassformer.nanogpt",
+    "glassformer.formats.loading",
+    "glassformer.formats.hf_dir",
+    "glassformer.formats.nanogpt",
     "glassformer.torch_layers",
 }
 CLI = [m for m in MODULES if m == "glassformer.cli" or m.startswith("glassformer.cli.")]
@@ -305,8 +305,8 @@ SERVE = [m for m in MODULES if m == "glassformer.serve" or m.startswith("glassfo
 # `import-hf` reports what an import left out (hf_dir.load), which a loaded Model does not keep.
 # (PyTorch itself may be imported: the command line asks whether it is installed before work.)
 OUTER_EXCEPTIONS = {
-    ("glassformer.cli.checkpoints", "glassformer.hf_dir"),
-    ("glassformer.cli.checkpoints", "glassformer.nanogpt"),  # import-nanogpt's own reader
+    ("glassformer.cli.checkpoints", "glassformer.formats.hf_dir"),
+    ("glassformer.cli.checkpoints", "glassformer.formats.nanogpt"),  # import-nanogpt's own reader
 }
 
 

@@ -6,10 +6,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import interventions as I  # noqa: E402
-from glassformer import lens, weights  # noqa: E402
+from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
+from glassformer.inspect import lens  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.trace import Trace, intervene, tracing  # noqa: E402
 

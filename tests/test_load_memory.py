@@ -26,9 +26,10 @@ torch = pytest.importorskip("torch")
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from glassformer import hf_dir, loading, weights  # noqa: E402
+from glassformer import weights  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
+from glassformer.formats import hf_dir, loading  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
 from glassformer.torch_model import from_params, inference_arrays  # noqa: E402
 
@@ -228,7 +229,7 @@ def test_a_broken_safetensors_file_is_one_line(case, tmp_path):
 def test_fine_tuning_does_not_write_into_the_callers_arrays():
     """from_params shares arrays already in float32; the trainer asks for weights of its own,
     so that training leaves the arrays it was given (a checkpoint read as float32) as they were."""
-    from glassformer.train import _new_model
+    from glassformer.training.train import _new_model
 
     rng = np.random.default_rng(0)
     params = {k: rng.standard_normal(s).astype(np.float32) for k, s in weights.spec(CFG).items()}

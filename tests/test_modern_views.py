@@ -25,8 +25,7 @@ pytest.importorskip("starlette")
 from test_browser import NETWORK, browser, need  # noqa: E402, F401 (the Chromium fixture)
 
 import glassformer  # noqa: E402
-from glassformer import engine_diff, lens, weights  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
+from glassformer import engine_diff, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
@@ -34,10 +33,12 @@ from glassformer.errors import InputError  # noqa: E402
 from glassformer.explain.overview import overview_svg  # noqa: E402
 from glassformer.explain.select import KVGroups, select_steps  # noqa: E402
 from glassformer.explain.words import naming, shows, title, what  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
+from glassformer.inspect import lens  # noqa: E402
+from glassformer.inspect.touch import interventions  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
-from glassformer.touch import interventions  # noqa: E402
 from glassformer.trace import intervene, tracing  # noqa: E402
 
 CORPUS = "the quick brown fox jumps over the lazy dog. To be or not to be, that is the question."

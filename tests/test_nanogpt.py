@@ -26,9 +26,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import loading, reference, weights  # noqa: E402
+from glassformer import reference, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import CheckpointError  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 
 PEERS = Path(__file__).parent / "peers"

@@ -9,9 +9,9 @@ import re
 import numpy as np
 import pytest
 
-from glassformer import loading
 from glassformer import reference as R
 from glassformer.cli import main
+from glassformer.formats import loading
 
 
 def run(capsys, *argv):

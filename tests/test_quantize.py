@@ -12,10 +12,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import decoding, inference, loading, translating  # noqa: E402
+from glassformer import decoding, inference, translating  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.quantize import Int8Linear, check_int8, int8, quantize_weight  # noqa: E402
 from glassformer.torch_model import Transformer  # noqa: E402
 from glassformer.torch_steps import step_fn  # noqa: E402

@@ -27,11 +27,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from glassformer import checkpoint, files, loading, tasks, train, views, weights  # noqa: E402
+from glassformer import files, weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.cli.common import last_step  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
 from glassformer.tokenizer import HFTokenizer  # noqa: E402
+from glassformer.training import checkpoint, tasks, train, views  # noqa: E402
 
 SWAPS = 100
 ROOT = Path(__file__).resolve().parents[1] / "glassformer"
@@ -256,30 +258,30 @@ def test_every_file_name_in_the_source_is_listed_or_never_read_from_a_folder():
 # `files.member` (or a wrapper of it) returned; the others read no file of a given folder.
 CONTAINED = {"member", "_member", "_has", "_utf8", "_read_json"}
 FOLDER_READERS = {
-    "checkpoint.py:restore": "training_state.pt",
+    "training/checkpoint.py:restore": "training_state.pt",
     "cli/common.py:last_step": "log.csv",
-    "hf_dir.py:_read_config": "config.json",
-    "hf_dir.py:read_state": "model.safetensors, the index, the shards",
-    "hf_dir.py:load": "glassformer-tokenizer.json",
+    "formats/hf_dir.py:_read_config": "config.json",
+    "formats/hf_dir.py:read_state": "model.safetensors, the index, the shards",
+    "formats/hf_dir.py:load": "glassformer-tokenizer.json",
     "tokenizer/bpe.py:HFTokenizer.from_files": "tokenizer.json, vocab.*, merges.txt",
     "tokenizer/bpe.py:_utf8": "the tokenizer files",
     "tokenizer/bpe.py:_read_json": "tokenizer_config.json, special_tokens_map.json",
-    "train.py:_saved": "train_config.json (for saved_train_config and saved_source)",
+    "training/train.py:_saved": "train_config.json (for saved_train_config and saved_source)",
     "weights.py:_max_steps": "train_config.json",
     "weights.py:load": "config.json, model.safetensors, tokenizer.json",
     "weights.py:load_labels": "labels.json",
     "weights.py:load_snapshot": "snapshot-step*.safetensors",
-    "views.py:load": "views.safetensors",
-    "nanogpt.py:read_checkpoint": "ckpt.pt",
+    "training/views.py:load": "views.safetensors",
+    "formats/nanogpt.py:read_checkpoint": "ckpt.pt",
 }
 GIVEN_A_CHECKED_PATH = {  # read a path their only callers got from files.member
-    "hf_dir.py:_torch_bin": "pytorch_model.bin (read_state)",
-    "hf_dir.py:_torch_safetensors": "a bfloat16 shard (read_state)",
+    "formats/hf_dir.py:_torch_bin": "pytorch_model.bin (read_state)",
+    "formats/hf_dir.py:_torch_safetensors": "a bfloat16 shard (read_state)",
     "tokenizer/__init__.py:load": "a tokenizer file (weights.load, hf_dir.load) or a user's path",
-    "nanogpt.py:read_meta": "meta.pkl (through member) or a user's --meta",
+    "formats/nanogpt.py:read_meta": "meta.pkl (through member) or a user's --meta",
 }
 NO_FOLDER_FILE = {
-    "checkpoint.py:_checked_state": "JSON strings inside the training state already read",
+    "training/checkpoint.py:_checked_state": "JSON strings inside the training state already read",
     "config.py:Config.from_json": "text its caller read",
     "tokenizer/__init__.py:from_json": "text its caller read",
     "cli/checkpoints.py:cmd_init": "--corpus, a user's text file",
@@ -300,11 +302,11 @@ NO_FOLDER_FILE = {
     "serve/app.py:_routes.action": "a request body",
     "serve/app.py:_routes.report": "a request body",
     "serve/app.py:_routes.trace": "a request body",
-    "tasks.py:_lm_task": "--data",
+    "training/tasks.py:_lm_task": "--data",
     "walkthrough/raschka_ch03.py:_raschka_data": "package data",
     "weights.py:available_memory": "/proc/meminfo",
-    "nanogpt.py:gpt2_tokenizer": "--tokenizer, a user's file",
-    "nanogpt.py:vocab_from_text": "--vocab-from, a user's text file",
+    "formats/nanogpt.py:gpt2_tokenizer": "--tokenizer, a user's file",
+    "formats/nanogpt.py:vocab_from_text": "--vocab-from, a user's text file",
 }
 READS = {"load_file", "read_json", "read_text", "read_bytes", "open", "from_file", "from_files",
          "BertWordPieceTokenizer", "ByteLevelBPETokenizer", "parse_json", "open_regular",

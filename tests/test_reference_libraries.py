@@ -3,7 +3,8 @@
 Every foreign model is built from a small config with random weights (nothing is downloaded);
 all its parameters, biases and LayerNorm gains included, are re-drawn so that a mis-mapped
 tensor changes the numbers. Weights are copied into glassformer (by hand for PyTorch, through
-`glassformer.hf` for Hugging Face) and the outputs are compared: 1e-5 in float32, 1e-10 in float64.
+`glassformer.formats.hf` for Hugging Face) and the outputs are compared: 1e-5 in float32, 1e-10 in
+float64.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ transformers = pytest.importorskip("transformers")
 
 from torch import nn  # noqa: E402
 
-from glassformer import hf, reference  # noqa: E402
+from glassformer import reference  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.errors import CheckpointError, ConfigError  # noqa: E402
+from glassformer.formats import hf  # noqa: E402
 from glassformer.torch_model import (  # noqa: E402
     MultiHeadAttention,
     Transformer,

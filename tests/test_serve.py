@@ -28,10 +28,11 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 torch = pytest.importorskip("torch")
 
-from glassformer import decoding, loading, weights  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
+from glassformer import decoding, weights  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.config import Config  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
 from glassformer.serve.api import dumps  # noqa: E402
 from glassformer.serve.sessions import RunCache  # noqa: E402

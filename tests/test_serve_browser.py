@@ -27,9 +27,10 @@ torch = pytest.importorskip("torch")
 
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 
-from glassformer import decoding, loading  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
+from glassformer import decoding  # noqa: E402
 from glassformer import reference as R  # noqa: E402
+from glassformer.formats import loading  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402

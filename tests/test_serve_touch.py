@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("starlette")
 
 from glassformer import decoding, weights  # noqa: E402
-from glassformer import interventions as I  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
+from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,13 +32,14 @@ pytest.importorskip("uvicorn")
 from test_browser import assert_offline_and_clean, browser, need, open_report  # noqa: E402, F401
 from test_serve import Client  # noqa: E402
 
-from glassformer import views, weights  # noqa: E402
+from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.explain import timelapse  # noqa: E402
 from glassformer.explain.words import rounded  # noqa: E402
 from glassformer.serve import Explorer, Registry, serving  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
+from glassformer.training import views  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAR_LM = ROOT / "models" / "char-lm"

@@ -10,9 +10,9 @@ import re
 import numpy as np
 import pytest
 
-from glassformer import loading
 from glassformer import reference as R
 from glassformer.cli import main
+from glassformer.formats import loading
 from glassformer.tokenizer.display import display_kind, display_tokens
 
 

@@ -18,9 +18,9 @@ from glassformer import data as D  # noqa: E402
 from glassformer import weights  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config, ConfigError  # noqa: E402
-from glassformer.tasks import Task, prepare_task  # noqa: E402
 from glassformer.tokenizer import CharTokenizer, MetaspaceBPETokenizer  # noqa: E402
-from glassformer.train import TrainConfig, lr_at, param_groups, train  # noqa: E402
+from glassformer.training.tasks import Task, prepare_task  # noqa: E402
+from glassformer.training.train import TrainConfig, lr_at, param_groups, train  # noqa: E402
 
 TINY = dict(d_model=32, n_heads=2, d_ff=64, max_len=32)
 ROOT = Path(__file__).resolve().parents[1]
@@ -216,8 +216,8 @@ def test_kill_9_during_saves_never_loses_the_checkpoint(tmp_path):
 DDP_SCRIPT = """
 import json, sys
 from glassformer.config import Config
-from glassformer.tasks import prepare_task
-from glassformer.train import TrainConfig, train, dist_info
+from glassformer.training.tasks import prepare_task
+from glassformer.training.train import TrainConfig, train, dist_info
 cfg = Config(arch="decoder", vocab_size=1, d_model=32, n_heads=2, d_ff=64, max_len=32,
              positions="learned", norm="pre")
 tcfg = TrainConfig(task="lm", max_steps=4, batch_size=4, block_size=16, eval_interval=100,
@@ -477,7 +477,7 @@ def test_export_writes_a_small_checkpoint(capsys, tmp_path):
 
 def _initial_weights(monkeypatch, cfg, tcfg, task, out) -> dict:
     """The weights train() starts from (read when it builds the optimizer)."""
-    from glassformer import train as train_module
+    from glassformer.training import train as train_module
 
     seen, make_optimizer = {}, train_module.make_optimizer
 

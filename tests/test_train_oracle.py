@@ -32,12 +32,12 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from glassformer import data as D  # noqa: E402
-from glassformer import train as train_module  # noqa: E402
 from glassformer.config import Config  # noqa: E402
-from glassformer.tasks import Task, batch_loss  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
 from glassformer.torch_model import Transformer  # noqa: E402
-from glassformer.train import TrainConfig, train  # noqa: E402
+from glassformer.training import train as train_module  # noqa: E402
+from glassformer.training.tasks import Task, batch_loss  # noqa: E402
+from glassformer.training.train import TrainConfig, train  # noqa: E402
 
 TOL = 1e-12  # float64: glassformer's step and the oracle's differ only by rounding
 SEEN = 1e-7  # a changed ingredient moves some compared number by more than this
@@ -426,7 +426,7 @@ def test_xavier_draws_q_k_v_as_nn_multihead_attention_draws_its_fused_projection
     in_proj_weight: uniform within the Glorot bound torch computes for that fused matrix (the
     oracle: torch's own fan computation on a real nn.MultiheadAttention). Over all of the model's
     Q/K/V matrices the largest |w| reaches that bound (within 2%) and never passes it."""
-    from glassformer.train import init_weights
+    from glassformer.training.train import init_weights
 
     cfg = Config(arch="encoder-decoder", vocab_size=30, **TINY)
     torch.manual_seed(0)

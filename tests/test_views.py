@@ -11,11 +11,11 @@ torch = pytest.importorskip("torch")
 
 import glassformer  # noqa: E402
 from glassformer import data as D  # noqa: E402
-from glassformer import views  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.config import Config, ConfigError  # noqa: E402
-from glassformer.tasks import prepare_task  # noqa: E402
-from glassformer.train import TrainConfig, train  # noqa: E402
+from glassformer.training import views  # noqa: E402
+from glassformer.training.tasks import prepare_task  # noqa: E402
+from glassformer.training.train import TrainConfig, train  # noqa: E402
 
 PROBE = "abcdefabcdef"
 TINY = dict(d_model=32, n_heads=2, d_ff=32, max_len=32, n_decoder_layers=2)

@@ -362,7 +362,7 @@ def test_the_python_writers_refuse_a_target_that_is_a_link(tmp_path, outside, na
 
 
 def test_the_hugging_face_export_refuses_a_target_that_is_a_link(tmp_path, outside):
-    from glassformer import hf_dir
+    from glassformer.formats import hf_dir
 
     cfg = preset("char-lm").override(
         "vocab_size=12", "max_len=8", "d_model=8", "n_heads=2", "d_ff=16", "n_decoder_layers=1"
@@ -378,8 +378,8 @@ def test_the_hugging_face_export_refuses_a_target_that_is_a_link(tmp_path, outsi
 
 def test_the_training_loop_refuses_an_output_folder_that_is_a_link(tmp_path, outside):
     pytest.importorskip("torch")
-    from glassformer.tasks import prepare_task
-    from glassformer.train import TrainConfig, train
+    from glassformer.training.tasks import prepare_task
+    from glassformer.training.train import TrainConfig, train
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("to be or not to be\n" * 20)
@@ -415,7 +415,7 @@ FILES_PY = set(files.WRITERS) | {
 }
 # Functions elsewhere that write only through files.py's writers, or through functions that do.
 THROUGH_FILES = {
-    "checkpoint.py:save_checkpoint": "weights.save (torch.save fills a BytesIO)",
+    "training/checkpoint.py:save_checkpoint": "weights.save (torch.save fills a BytesIO)",
     "cli/checkpoints.py:_write_import": "weights.save",
     "cli/checkpoints.py:cmd_export": "Model.save -> weights.save",
     "cli/checkpoints.py:cmd_export_hf": "Model.export_hf -> hf_dir.export",
@@ -433,11 +433,11 @@ THROUGH_FILES = {
     "cli/reports.py:_over_training": "common.write_outputs",
     "cli/reports.py:_write_reports": "files.building (--png), common.write_outputs",
     "exercises/stubs.py:start": "files.write_file",
-    "hf_dir.py:export": "files.write_directory",
+    "formats/hf_dir.py:export": "files.write_directory",
     "model.py:Model.save": "weights.save",
     "tokenizer/__init__.py:save": "files.write_file",
-    "train.py:_train": "files.check_writable",
-    "train.py:train": "files.locked",
+    "training/train.py:_train": "files.check_writable",
+    "training/train.py:train": "files.locked",
     "weights.py:save": "files.write_directory",
 }
 CONTAINED = {
@@ -445,15 +445,16 @@ CONTAINED = {
     "weights.save", "m.save", "m.export_hf", "files.check_writable", "write_text",
     "write_json", "write_outputs", "exercises.start",
 }  # fmt: skip
-ALSO_TO_MEMORY = {"checkpoint.py:save_checkpoint": {"torch.save"}}  # into an io.BytesIO
+ALSO_TO_MEMORY = {"training/checkpoint.py:save_checkpoint": {"torch.save"}}  # into an io.BytesIO
 # Functions that write no file of the user's: to memory, to /dev/null, or only inside a
 # temporary folder files.building made for them.
 NO_USER_FILE = {
-    "checkpoint.py:_plot": "savefig into a BytesIO (loss.png goes through weights.save)",
+    "training/checkpoint.py:_plot": "savefig into a BytesIO (loss.png goes through weights.save)",
     "cli/common.py:_drop_stdout": "os.open(os.devnull)",
     "explain/plots.py:write_attention_pngs": "into the folder files.building made for --png "
     "(its one caller, cli/reports.py:_write_reports)",
-    "views.py:encode": "safetensors' save to bytes (views.safetensors goes through weights.save)",
+    "training/views.py:encode": "safetensors' save to bytes (views.safetensors goes through "
+    "weights.save)",
 }
 
 

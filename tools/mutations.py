@@ -89,11 +89,17 @@ TESTS: dict[str, list[str]] = {
     ],
 }
 
-REF, TM, TR, TA = (f"glassformer/{f}.py" for f in ("reference", "torch_model", "train", "tasks"))
+REF, TM, TR, TA = (
+    f"glassformer/{f}.py" for f in ("reference", "torch_model", "training/train", "training/tasks")
+)
 TL = "glassformer/torch_layers.py"
-DEC, Q, FILES, HFD = (f"glassformer/{f}.py" for f in ("decoding", "quantize", "files", "hf_dir"))
+DEC, Q, FILES, HFD = (
+    f"glassformer/{f}.py" for f in ("decoding", "quantize", "files", "formats/hf_dir")
+)
 BPE, W = "glassformer/tokenizer/bpe.py", "glassformer/weights.py"
-LL, NG, REC, NUM = (f"glassformer/{f}.py" for f in ("hf_llama", "nanogpt", "recording", "numerics"))
+LL, NG, REC, NUM = (
+    f"glassformer/{f}.py" for f in ("formats/hf_llama", "formats/nanogpt", "recording", "numerics")
+)
 FID, TRC = "glassformer/serve/fidelity.py", "glassformer/trace.py"
 CHK = "glassformer/exercises/checking.py"
 TXT, TLP = "glassformer/explain/text.py", "glassformer/explain/timelapse.py"

@@ -308,7 +308,7 @@ def cmd_export(args) -> int:
 
 @writes_out
 def cmd_import_hf(args) -> int:
-    from glassformer import hf_dir
+    from glassformer.formats import hf_dir
 
     if not hf_dir.is_hf_folder(args.hf_dir):
         raise GlassformerError(
@@ -342,7 +342,7 @@ def _write_import(args, imp, what: str) -> int:
 
 @writes_out
 def cmd_import_nanogpt(args) -> int:
-    from glassformer import nanogpt
+    from glassformer.formats import nanogpt
 
     folder, _ = nanogpt.checkpoint_file(args.ckpt)
     inputs = {"--meta": args.meta, "--vocab-from": args.vocab_from, "--tokenizer": args.tokenizer}

@@ -1,14 +1,14 @@
 """Probing a model: `lens` (each layer's residual stream read through the output head, and each
 head's direct share of a chosen logit) and `attribute` (how much each input token contributes to
 each predicted token, by integrated gradients or gradient x input). The work is
-`glassformer.lens`'s and `glassformer.attribution`'s; here are the options and the printing.
+`glassformer.inspect.lens`'s and `glassformer.inspect.attribution`'s; here are the options and the
+printing.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from glassformer.attribution import MAX_STEPS
 from glassformer.cli.common import (
     check_report_outputs,
     load_model,
@@ -18,6 +18,7 @@ from glassformer.cli.common import (
     write_outputs,
 )
 from glassformer.cli.flags import said
+from glassformer.inspect.attribution import MAX_STEPS
 
 
 def add_parsers(sub) -> None:

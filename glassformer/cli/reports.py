@@ -228,8 +228,8 @@ def _over_training(args) -> int:
     probe text is the recorded one), as a table, one HTML page (--html) or JSON (--json)."""
     from pathlib import Path
 
-    from glassformer import views
     from glassformer.explain import timelapse
+    from glassformer.training import views
 
     if args.text is not None:
         raise GlassformerError(

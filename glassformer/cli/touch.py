@@ -1,8 +1,8 @@
 """`explain --ablate` and `explain --patch-from`: the explain report of a run beside the same run
 with steps switched off, or with each head patched in from another input (activation patching).
 
-The work is `Model.ablate` / `Model.patch`'s (`glassformer/touch.py`); here are the options and
-the printed outcome: per position, the token the model predicts with and without the ablation
+The work is `Model.ablate` / `Model.patch`'s (`glassformer/inspect/touch.py`); here are the options
+and the printed outcome: per position, the token the model predicts with and without the ablation
 and how far the logits moved; for patching, a layers x heads table per attention kind of how
 much of the clean run's logit difference each head restores. A classifier's are its classes'
 probabilities before and after, by name, and its patching metric is the logit of the clean run's

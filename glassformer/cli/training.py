@@ -8,7 +8,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from glassformer import views, weights
+from glassformer import weights
 from glassformer.cli.checkpoints import writes_out
 from glassformer.cli.common import (
     apart,
@@ -26,6 +26,7 @@ from glassformer.config import PRESETS, preset
 from glassformer.devices import check_device
 from glassformer.errors import GlassformerError, Interrupted
 from glassformer.inputs import utf8
+from glassformer.training import views
 
 
 def add_parsers(sub) -> None:
@@ -157,8 +158,8 @@ def cmd_train(args) -> int:
     need_torch("train")
     _check_train_options(args)
     apart({"--out": args.out}, {"--data": args.data, "--valid": args.valid, "--init": args.init})
-    from glassformer import train as T
-    from glassformer.tasks import prepare_task
+    from glassformer.training import train as T
+    from glassformer.training.tasks import prepare_task
 
     model_sets, train_sets = _split_overrides(args.overrides)
     device = check_device(args.device)
@@ -292,7 +293,7 @@ def _with_view_every(args, tcfg):
 def _resume_settings(args, model_sets: list[str], train_sets: list[str]):
     """(Config, TrainConfig, tokenizer) of the run in --out, with the --set training fields
     applied and said; anything that would change the model or its data is refused."""
-    from glassformer import train as T
+    from glassformer.training import train as T
 
     out = Path(args.out)
     if args.overwrite:
@@ -437,7 +438,7 @@ def _split_overrides(overrides: list[str]) -> tuple[list[str], list[str]]:
     import dataclasses as dc
 
     from glassformer.config import Config
-    from glassformer.train import TrainConfig
+    from glassformer.training.train import TrainConfig
 
     model_keys = {f.name for f in dc.fields(Config)}
     train_keys = {f.name for f in dc.fields(TrainConfig)}

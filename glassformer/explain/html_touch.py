@@ -11,8 +11,8 @@
 Each function takes the dict that the command line also writes as JSON (`cli/touch.py`,
 `cli/probe.py`) and returns an HTML fragment; `probe_page` wraps fragments into one
 self-contained page (the report's style, no script, nothing loaded from anywhere) for `lens` and
-`attribute`. Display only: every number was computed by `glassformer.interventions`, `.lens` or
-`.attribution`.
+`attribute`. Display only: every number was computed by `glassformer.inspect.interventions`, `.lens`
+or `.attribution`.
 """
 
 from __future__ import annotations

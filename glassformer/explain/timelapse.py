@@ -20,10 +20,10 @@ import json
 
 import numpy as np
 
-from glassformer import views as V
 from glassformer.explain.html_pieces import asset, esc
 from glassformer.explain.words import Naming, rounded, title
 from glassformer.trace import jsonable
+from glassformer.training import views as V
 
 EQUATION = "A = softmax(QKᵀ/√d + mask)"
 PREFIX_WORDS = (

@@ -26,7 +26,6 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from glassformer import views
 from glassformer.decoding import Decoding
 from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
@@ -39,6 +38,7 @@ from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import jsonable
+from glassformer.training import views
 
 TILE_CELLS = 250_000  # a step's map of more cells is fetched tile by tile
 MAX_TILE = 200_000  # cells in one tile (a screenful is ~15,000)

@@ -6,9 +6,9 @@ a decoder on the typed text (or on given ids: a step of a generation); an encode
 typed source and a decoder input (given, or the greedy translation, decoded with the PyTorch
 engine's KV cache when torch is installed, as `explain` decodes); an encoder on the text (its
 sentence embedding, or its classifier); a walkthrough's own recorded trace. Interventions use
-`glassformer.interventions` on the same engine, so the numbers beside the trace are its numbers.
-A model's run whose output is NaN or infinite, or a decoding step that is, is refused with a
-`NonFiniteError` naming the step where it starts (`numerics`), never shown as an answer.
+`glassformer.inspect.interventions` on the same engine, so the numbers beside the trace are its
+numbers. A model's run whose output is NaN or infinite, or a decoding step that is, is refused with
+a `NonFiniteError` naming the step where it starts (`numerics`), never shown as an answer.
 
 A decoder of real size (see `VIEW_PARAMS`; or any decoder with `serve --view float32`) is seen
 through a view instead: the PyTorch engine in float32 records what the page draws first (every
@@ -30,15 +30,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from glassformer import decoding, numerics
-from glassformer import interventions as I
 from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError
 from glassformer.explain.select import KVGroups
 from glassformer.explain.words import sharing
+from glassformer.inspect import interventions as I
+from glassformer.inspect.touch import check_finite, class_change
 from glassformer.model import Model
 from glassformer.serve.sessions import Fixed
 from glassformer.tokenizer.display import display_token
-from glassformer.touch import check_finite, class_change
 from glassformer.trace import Trace, tracing
 
 TOP = 10  # next tokens listed beside a run

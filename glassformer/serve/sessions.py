@@ -26,7 +26,7 @@ from pathlib import Path
 from glassformer.errors import GlassformerError
 from glassformer.model import Model
 from glassformer.trace import Trace
-from glassformer.views import VIEWS_FILE
+from glassformer.training.views import VIEWS_FILE
 
 
 class NotFound(GlassformerError):

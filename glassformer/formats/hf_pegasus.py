@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from glassformer import hf
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, ConfigError
-from glassformer.hf import (
+from glassformer.formats import hf
+from glassformer.formats.hf import (
     _ACT_OUT,
     _activation,
     _as_dict,

@@ -31,12 +31,12 @@ import numpy as np
 import torch
 
 from glassformer import files, interrupts, weights
-from glassformer import views as views_
-from glassformer.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
 from glassformer.config import Config, check_type, parse_assignments
 from glassformer.errors import CheckpointError, ConfigError, Interrupted, param
-from glassformer.tasks import Task, _next_batch, batch_loss, default_evaluate
 from glassformer.torch_model import Transformer, from_params, init_weights, to_params
+from glassformer.training import views as views_
+from glassformer.training.checkpoint import TRAIN_CONFIG_FILE, restore, save_checkpoint
+from glassformer.training.tasks import Task, _next_batch, batch_loss, default_evaluate
 
 
 @dataclass(frozen=True)

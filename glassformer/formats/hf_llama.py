@@ -38,7 +38,7 @@ import numpy as np
 
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, ConfigError, TokenizerError
-from glassformer.hf import (
+from glassformer.formats.hf import (
     _ACT_OUT,
     _activation,
     _as_dict,

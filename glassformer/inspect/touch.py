@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glassformer import interventions as I
 from glassformer import numerics, results
 from glassformer import reference as R
 from glassformer.decoding import Decoding
 from glassformer.errors import InputError, Said, param, verb
+from glassformer.inspect import interventions as I
 from glassformer.trace import Trace, byte_size, clip, few_names, intervene, tracing
 
 
@@ -500,7 +500,7 @@ def lens(
     m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=None, position=None
 ) -> results.Lens:
     """See `Model.lens`: the readable tokens, the logit lens table and the DLA."""
-    from glassformer import lens as L
+    from glassformer.inspect import lens as L
 
     if target is not None and m.cfg.arch == "decoder":
         raise InputError(_NOT_A_TARGET)
@@ -551,8 +551,8 @@ def attribute(
     """See `Model.attribute`: the input's tokens, those predicted, and the attribution."""
     import torch
 
-    from glassformer import attribution
     from glassformer.decoding import greedy
+    from glassformer.inspect import attribution
     from glassformer.torch_model import from_params
     from glassformer.torch_steps import step_fn
 

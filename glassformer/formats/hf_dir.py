@@ -22,9 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import files, hf, hf_llama, hf_pegasus
+from glassformer import files
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
+from glassformer.formats import hf, hf_llama, hf_pegasus
 
 CONFIG_FILE = "config.json"
 OUR_TOKENIZER = "glassformer-tokenizer.json"  # the exact glassformer tokenizer of an export

@@ -27,7 +27,7 @@ from glassformer import files, weights
 from glassformer.config import Config
 from glassformer.errors import CheckpointError, GlassformerError, param
 from glassformer.torch_model import to_params
-from glassformer.views import VIEWS_FILE
+from glassformer.training.views import VIEWS_FILE
 
 STATE_FILE = "training_state.pt"
 TRAIN_CONFIG_FILE = "train_config.json"

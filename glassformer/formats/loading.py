@@ -20,7 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer import hf_dir, nanogpt, weights
+from glassformer import weights
+from glassformer.formats import hf_dir, nanogpt
 
 
 def load(path: str | Path, dtype=np.float64, order: str = "K"):

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from glassformer import hf, hf_llama
 from glassformer.errors import GlassformerError, param
+from glassformer.formats import hf, hf_llama
 
 # transformers' class for each family the hf engine covers, and the table naming its modules.
 _LLAMA = [(ours, theirs, "linear") for ours, theirs in hf_llama.LLAMA]
