@@ -240,7 +240,7 @@ ALLOWED = {
     ("explain/html.py", "(--layers, --heads)."),
     ("explain/timelapse.py", "RUN_DIR --over-training"),
     # what to do with a weight an import leaves out: a command (training has no Model verb)
-    ("hf.py", "train classify --init"),
+    ("formats/hf.py", "train classify --init"),
     # the explorer's page, served to whoever started `glassformer serve` (cli/serve.py): how to
     # record a time-lapse (a training command) and how to start the server again
     ("serve/api.py", "--snapshot-views TEXT --view-every N"),
