@@ -115,3 +115,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         )
     if path := os.environ.get("GLASSFORMER_SUMMARY"):
         Path(path).write_text(summary_line(stats) + "\n")
+
+
+@pytest.fixture(scope="session")
+def seeded_classifier(tmp_path_factory) -> Path:
+    """A small word-level encoder classifier, seeded, with the classes "yes" and "no" (its folder):
+    the classifier the touch, explorer and serve tests ablate and patch."""
+    from glassformer import weights
+    from glassformer.cli import main
+
+    d = tmp_path_factory.mktemp("clf")
+    corpus = d / "corpus.txt"
+    corpus.write_text("to be or not to be, that is the question.\n" * 20)
+    assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", "--tokenizer",
+                 "word", "--corpus", str(corpus), "--seed", "3", "--std", "0.3"]) == 0  # fmt: skip
+    cfg, params, tok = weights.load(d / "enc")
+    weights.save(d / "clf", cfg, params, tokenizer=tok, labels=["yes", "no"])
+    return d / "clf"

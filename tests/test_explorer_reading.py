@@ -30,7 +30,7 @@ pytest.importorskip("torch")
 from test_browser import browser, need  # noqa: E402, F401 (the Chromium fixture)
 from test_serve_browser import choose, until  # noqa: E402
 
-from glassformer import decoding, load, weights  # noqa: E402
+from glassformer import decoding, load  # noqa: E402
 from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.decoding import Decoding  # noqa: E402
@@ -48,16 +48,8 @@ PROMPT = "ROMEO: But soft"
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-    """A small word-level encoder classifier with the classes "yes" and "no"."""
-    d = tmp_path_factory.mktemp("clf")
-    corpus = d / "corpus.txt"
-    corpus.write_text("to be or not to be, that is the question.\n" * 20)
-    assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", "--tokenizer",
-                 "word", "--corpus", str(corpus), "--seed", "3", "--std", "0.3"]) == 0  # fmt: skip
-    cfg, params, tok = weights.load(d / "enc")
-    weights.save(d / "clf", cfg, params, tokenizer=tok, labels=["yes", "no"])
-    return d / "clf"
+def classifier(seeded_classifier):
+    return seeded_classifier
 
 
 @pytest.fixture(scope="module")

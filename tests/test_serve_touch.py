@@ -12,9 +12,8 @@ import pytest
 
 pytest.importorskip("starlette")
 
-from glassformer import decoding, weights  # noqa: E402
+from glassformer import decoding  # noqa: E402
 from glassformer import reference as R  # noqa: E402
-from glassformer.cli import main  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry  # noqa: E402
@@ -24,15 +23,8 @@ CHAR, ENES = ROOT / "models" / "char-lm", ROOT / "models" / "en-es"
 
 
 @pytest.fixture(scope="module")
-def classifier(tmp_path_factory):
-    d = tmp_path_factory.mktemp("clf")
-    corpus = d / "corpus.txt"
-    corpus.write_text("to be or not to be, that is the question.\n" * 20)
-    assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", "--tokenizer",
-                 "word", "--corpus", str(corpus), "--seed", "3", "--std", "0.3"]) == 0  # fmt: skip
-    cfg, params, tok = weights.load(d / "enc")
-    weights.save(d / "clf", cfg, params, tokenizer=tok, labels=["yes", "no"])
-    return d / "clf"
+def classifier(seeded_classifier):
+    return seeded_classifier
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,6 @@ import pytest
 
 import glassformer
 from glassformer import reference as R
-from glassformer import weights
 from glassformer.cli import main
 from glassformer.trace import intervene, tracing
 
@@ -24,15 +23,8 @@ HEAD = "encoder.0.self_attn.head1"
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    d = tmp_path_factory.mktemp("clf")
-    corpus = d / "corpus.txt"
-    corpus.write_text("to be or not to be, that is the question.\n" * 20)
-    assert main(["init", str(d / "enc"), "--preset", "encoder-classifier", "--tokenizer",
-                 "word", "--corpus", str(corpus), "--seed", "3", "--std", "0.3"]) == 0  # fmt: skip
-    cfg, params, tok = weights.load(d / "enc")
-    weights.save(d / "clf", cfg, params, tokenizer=tok, labels=["yes", "no"])
-    return d / "clf"
+def folder(seeded_classifier):
+    return seeded_classifier
 
 
 @pytest.fixture(scope="module")
