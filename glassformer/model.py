@@ -884,9 +884,9 @@ class Model:
         Lens
             input (tokens), lens (the table), dla (with `dla`); `to_dict()` is `lens --json`'s.
         """
-        from glassformer.inspect import touch
+        from glassformer.inspect import probes
 
-        return touch.lens(
+        return probes.lens(
             self.runtime,
             text,
             target=target,
@@ -930,9 +930,9 @@ class Model:
             input, predicted, and the attribution's method, targets, scores, ...; `to_dict()` is
             `attribute --json`'s.
         """
-        from glassformer.inspect import touch
+        from glassformer.inspect import probes
 
-        return touch.attribute(
+        return probes.attribute(
             self.runtime,
             text,
             target=target,

@@ -281,7 +281,7 @@ def _referenced() -> set[str]:
             if node.func.id == "param" and isinstance(first, ast.JoinedStr):  # f"{cls}.override"
                 names |= {"Config.override", "TrainConfig.override"}
             if node.func.id == "token_id" and isinstance(node.args[-1], ast.Constant):
-                names.add(node.args[-1].value)  # touch.token_id(m, text, "dla")
+                names.add(node.args[-1].value)  # probes.token_id(m, text, "dla")
             if node.func.id == "_numbers" and isinstance(node.args[1], ast.Constant):
                 names.add(node.args[1].value)  # recording._numbers(given, "alignments.layers", ...)
     return names | set(SAMPLING_OPTIONS) | set(BEAM_OPTIONS)  # decoding's param(option)

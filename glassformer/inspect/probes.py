@@ -1,0 +1,190 @@
+"""The probes of one input: the logit lens with direct logit attribution (`Model.lens`) and input
+attribution (`Model.attribute`), from a Model's text (read through its `Runtime`, `m` below) to
+`lens.py`'s and `attribution.py`'s work and back as typed results (`results.Lens`,
+`results.Attribution`). The lens runs on the float64 reference engine, attribution on the PyTorch
+engine in float64.
+
+Deliberately not here: the traced run, ablation and patching (`touch.py`); argument parsing,
+printing, HTML.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from glassformer import numerics, results
+from glassformer import reference as R
+from glassformer.errors import InputError, Said, param
+from glassformer.trace import tracing
+
+# A decoder's text is its TEXT; only an encoder-decoder's decoder reads a target.
+_NOT_A_TARGET = (
+    f"{param('target')} is the decoder text of an encoder-decoder; for a decoder, put it in "
+    f"{param('text')}"
+)
+
+
+def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, list[int]]:
+    """(source ids or None, decoder ids) a probe runs on: a decoder's text; an encoder-decoder's
+    source and --target, or its greedy translation (the end token left out)."""
+    ids = m.encode(text)
+    if m.cfg.arch == "decoder":
+        return None, ids
+    if m.cfg.arch != "encoder-decoder":
+        raise InputError(
+            f"{m.name} is an encoder: it predicts no tokens to probe; use a decoder or "
+            "an encoder-decoder (explain shows an encoder's every step)"
+        )
+    if target is not None:
+        return ids, m.bos() + m.encode(target, room=1, what=param("target"))
+    from glassformer.decoding import greedy
+
+    step = m.step(ids, reference=True, fix=None)
+    gen = greedy(step, m.bos(), m.cfg.max_len - 1, m.tok.eos_id, m.cfg.max_len)
+    return ids, gen.ids[:-1] if gen.stopped_at_eos else gen.ids
+
+
+def token_id(m, text: str, name: str) -> int:
+    """The one token `text` is (the parameter `name`: dla, versus)."""
+    if not isinstance(text, str) or not m.utf8(text, param(name)):
+        raise InputError(f"{param(name)} is empty: give one token")
+    ids = m.need_tokenizer().encode(text)
+    if len(ids) != 1:
+        pieces = m.readable(ids)
+        raise InputError(
+            f"{param(name, text=repr(text))} is {len(ids)} tokens ({' '.join(pieces)}); give one "
+            "token"
+        )
+    return ids[0]
+
+
+def lens(
+    m, text: str, *, target=None, k=3, sublayers=False, dla=None, versus=None, position=None
+) -> results.Lens:
+    """See `Model.lens`: the readable tokens, the logit lens table and the DLA."""
+    from glassformer.inspect import lens as L
+
+    if target is not None and m.cfg.arch == "decoder":
+        raise InputError(_NOT_A_TARGET)
+    if dla is None and versus is not None:
+        raise InputError(
+            f"{param('versus', versus, flag_alone=True)} subtracts a token's logit in "
+            f"{param('dla')}'s attribution: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('versus')}"
+        )
+    if dla is None and position is not None:
+        raise InputError(
+            f"{param('position', position, flag_alone=True)} chooses the position "
+            f"{param('dla')} explains: give {param('dla', text='TOKEN')} too, or drop "
+            f"{param('position')}"
+        )
+    src, ids = decoder_input(m, text, target)
+    position = -1 if position is None else position
+    if not -len(ids) <= position < len(ids):
+        raise InputError(
+            f"{param('position', position)}: the decoder reads {len(ids)} tokens, so a position "
+            f"is in 0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
+        )
+    with tracing() as trace:
+        logits = R.forward(m.params, m.cfg, ids, src_ids=src)
+    numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
+    table = L.logit_lens(trace, m.params, m.cfg, k=k, sublayers=sublayers)
+    result = results.Lens(
+        m.readable(ids), table.to_dict(tokens=m.readable(range(m.cfg.vocab_size)))
+    )
+    if dla is not None:
+        token = token_id(m, dla, "dla")
+        other = token_id(m, versus, "versus") if versus is not None else None
+        d = L.direct_logit_attribution(trace, m.params, m.cfg, token, other, position)
+        result.dla = d.to_dict() | {"token": dla, "versus": versus}
+    return result
+
+
+def attribute(
+    m,
+    text: str,
+    *,
+    target=None,
+    method="integrated_gradients",
+    steps=None,
+    max_new_tokens=None,
+    baseline=None,
+) -> results.Attribution:
+    """See `Model.attribute`: the input's tokens, those predicted, and the attribution."""
+    import torch
+
+    from glassformer.decoding import greedy
+    from glassformer.inspect import attribution
+    from glassformer.torch_model import from_params
+    from glassformer.torch_steps import step_fn
+
+    cfg = m.cfg
+    if target is not None and cfg.arch == "decoder":
+        raise InputError(_NOT_A_TARGET)
+    if steps is not None and method != "integrated_gradients":
+        raise InputError(
+            f"{param('attribute.steps', steps, flag_alone=True)} sets integrated gradients' "
+            f"nodes, and {method.replace('_', ' ')} has none: drop {param('attribute.steps')}"
+        )
+    if max_new_tokens is not None and cfg.arch == "encoder-decoder":
+        raise InputError(
+            f"{param('max_new_tokens', max_new_tokens, flag_alone=True)} sets how many tokens a "
+            "decoder predicts; an encoder-decoder's are its translation (or "
+            f"{param('target')}): drop it"
+        )
+    steps = 64 if steps is None else steps
+    base = None if baseline is None else baseline_id(m, baseline, method)
+    if cfg.arch == "decoder":
+        prompt = m.encode(text, room=1)
+        model = from_params(cfg, m.params, dtype=torch.float64).eval()
+        room = min(max_new_tokens or 5, cfg.max_len - len(prompt))
+        step = numerics.checked(step_fn(model), m.params, cfg, len(prompt))
+        gen = greedy(step, prompt, room, m.tok.eos_id, cfg.max_len)
+        ids, src, stack, shown = gen.ids, None, "decoder", gen.ids  # a token explains later ones
+        targets = list(range(len(prompt) - 1, len(ids) - 1))
+    else:
+        src, ids = decoder_input(m, text, target)
+        model = from_params(cfg, m.params, dtype=torch.float64).eval()
+        stack, shown = "encoder", src
+        targets = list(range(len(ids) - 1))
+    if not targets:
+        raise InputError("nothing was predicted to explain: give a shorter text")
+    res = attribution.input_attribution(
+        model, ids, targets, method=method, steps=steps, stack=stack, src_ids=src, baseline=base
+    )
+    numerics.check(res.scores[None], lambda _: ("the attributions", ids, src), m.params, cfg)
+    out = results.Attribution(m.readable(shown), m.readable(res.tokens), **res.to_dict())
+    if base is not None:
+        out.baseline = m.readable([base])[0]
+    elif method == "integrated_gradients" and cfg.positions in ("rotary", "none"):
+        out.note = Said(
+            "this model adds no position vectors, so the baseline (every token embedding 0) is an "
+            "all-zero input, where its norms jump (each scales a vanishing row by up to 1/√ε): "
+            f"the integral cannot be resolved and the completeness error stays large at any "
+            f"{param('attribute.steps')}; give a token's embedding as the baseline instead "
+            f"({param('baseline', text='TOKEN')}, e.g. "
+            f"{m.tok.specials.get('pad') or m.tok.vocab[0]!r}), or use gradient_x_input"
+        )
+    return out
+
+
+def baseline_id(m, token, method: str) -> int:
+    """Integrated gradients' baseline token: an id, a vocabulary piece, or `#id`."""
+    if method != "integrated_gradients":
+        raise InputError(
+            f"{param('baseline')} is integrated gradients'; {method} has none: drop it"
+        )
+    vocab = m.tok.vocab
+    if isinstance(token, int) and not isinstance(token, bool):
+        return token  # (the range is checked by attribution)
+    if token in vocab:
+        return vocab.index(token)
+    if isinstance(token, str) and token.startswith("#") and token[1:].isdigit():
+        return int(token[1:])
+    close = difflib.get_close_matches(str(token), vocab, n=3)
+    hint = f" (did you mean {', '.join(map(repr, close))}?)" if close else ""
+    raise InputError(
+        f"{param('baseline', text=repr(token))} is not a piece of the vocabulary{hint}: give a "
+        "token as the "
+        "vocabulary spells it, or #ID"
+    )
