@@ -170,7 +170,7 @@ class Model:
             check_dtype(dtype, engine)
         devices.check_device(device, engine, dtype)  # before any work, as dtype
         p = opening.read(path_or_preset, seed)
-        return cls(
+        m = cls(
             p.cfg,
             p.params,
             p.tokenizer,
@@ -184,6 +184,8 @@ class Model:
             device=device,
             threads=threads,
         )
+        m.runtime.preset = p.path is None  # refusals call it a preset, not a checkpoint
+        return m
 
     def with_params(self, params: dict) -> Model:
         """The same model (tokenizer, class names, engine, source folder) on other weights.
@@ -211,7 +213,7 @@ class Model:
             on_note=rt.on_note,
             device=rt.device,
         )
-        other.runtime.fix = rt.fix
+        other.runtime.fix, other.runtime.preset = rt.fix, rt.preset
         return other
 
     # -- what it is ------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from glassformer import weights
 from glassformer.config import PRESETS, Config
-from glassformer.errors import InputError
+from glassformer.errors import CheckpointError, InputError
 
 
 @dataclass
@@ -44,6 +44,8 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
         tok = article_tokenizer() if str(path_or_preset) == "hello-world" else None
         params = weights.init(cfg, seed=0 if seed is None else seed)
         return Parts(cfg, params, tok, name=str(path_or_preset))
+    if not p.exists() and not p.is_symlink():
+        raise CheckpointError(nowhere(str(path_or_preset)))
     if seed is not None:
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
     if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
@@ -53,3 +55,30 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
     labels = weights.load_labels(p, cfg)
     # The folder it was read from, absolute (a later chdir changes nothing): never written to.
     return Parts(cfg, params, tok, name=str(p), labels=labels, path=p.absolute())
+
+
+def nowhere(name: str) -> str:
+    """The refusal of a name that is neither a folder nor a preset: the nearest presets and
+    folders beside it (difflib), every preset, and that nothing is ever downloaded."""
+    import difflib
+
+    where = Path(name).parent
+    beside = [str(where / d.name) if str(where) != "." else d.name for d in _folders(where)]
+    names = [*PRESETS, *beside]
+    close = [n for n in names if n.startswith(name)]  # gpt2 -> gpt2-small
+    close += [n for n in difflib.get_close_matches(name, names, n=3, cutoff=0.6) if n not in close]
+    close = close[:3]
+    guess = f" (did you mean {', '.join(repr(c) for c in close)}?)" if close else ""
+    return (
+        f"{name} not found: it is neither a folder nor a preset{guess}; glassformer never "
+        "downloads a model: give a checkpoint folder (such as models/en-es), a Hugging Face or "
+        f"nanoGPT folder already on disk, or a preset ({', '.join(PRESETS)})"
+    )
+
+
+def _folders(where: Path) -> list[Path]:
+    """The folders in `where` (none when it cannot be read)."""
+    try:
+        return sorted(d for d in where.iterdir() if d.is_dir())[:1000]
+    except OSError:
+        return []

@@ -70,6 +70,7 @@ class Runtime:
         self._lock = threading.Lock()
         self._gates: dict = {}
         self.device, self.threads = device, threads
+        self.preset = False  # a preset's random weights, not a folder's (`Model.load` says)
         if threads is not None and (told := devices.use_threads(threads)) is not None:
             self.note(told)  # BLAS's threads could not be set
 
@@ -109,6 +110,12 @@ class Runtime:
     # -- what a model must have ------------------------------------------------------------------
 
     def need_tokenizer(self):
+        if self.tok is None and self.preset:
+            raise GlassformerError(
+                f"preset {self.name} has random weights and no tokenizer: text cannot be encoded; "
+                "use a checkpoint with its tokenizer, or the preset hello-world (the article's); "
+                "from Python a run also reads token ids (ids=[...])"
+            )
         if self.tok is None:
             raise GlassformerError(
                 f"checkpoint {self.name} has no {weights.TOKENIZER_FILE}: text cannot "

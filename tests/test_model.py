@@ -260,7 +260,7 @@ def test_a_preset_has_seeded_random_weights(tmp_path, capsys):
     ).generate("hello world", max_new_tokens=3)
     w1 = "encoder.layers.0.ffn.w1.weight"
     assert not np.array_equal(m.params[w1], glassformer.load("hello-world", seed=2).params[w1])
-    with pytest.raises(GlassformerError, match="checkpoint tiny has no tokenizer.json"):
+    with pytest.raises(GlassformerError, match="preset tiny has random weights and no tokenizer"):
         glassformer.load("tiny").generate("x")
     tiny = glassformer.load("tiny")
     assert tiny.run(ids=[1, 2, 3]).logits.shape == (3, tiny.cfg.vocab_size)

@@ -6,6 +6,6 @@
     touch.py          the traced run and its result, ablation and patching (the Model's verbs)
     probes.py         the lens and attribution of one input (`Model.lens`, `Model.attribute`)
 
-One layer, on the engines and the trace and below the Model, which calls touch and probes. Nothing is
-re-exported here: import the module you need (`from glassformer.inspect import lens`).
+One layer, on the engines and the trace and below the Model, which calls touch and probes.
+Nothing is re-exported here: import the module you need (`from glassformer.inspect import lens`).
 """
