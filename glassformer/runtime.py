@@ -93,8 +93,6 @@ class Runtime:
                 f"{len(unknown)} unknown token(s) mapped to {self.tok.specials.get('unk')}: {shown}"
             )
 
-    utf8 = staticmethod(utf8)  # user text refused unless valid UTF-8 (for touch.py's flags)
-
     @property
     def class_names(self) -> list[str]:
         """A classifier's class names, else its class numbers ("0", "1", ...)."""

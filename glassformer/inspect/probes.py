@@ -15,6 +15,7 @@ import difflib
 from glassformer import numerics, results
 from glassformer import reference as R
 from glassformer.errors import InputError, Said, param
+from glassformer.inputs import utf8
 from glassformer.trace import tracing
 
 # A decoder's text is its TEXT; only an encoder-decoder's decoder reads a target.
@@ -46,7 +47,7 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
 
 def token_id(m, text: str, name: str) -> int:
     """The one token `text` is (the parameter `name`: dla, versus)."""
-    if not isinstance(text, str) or not m.utf8(text, param(name)):
+    if not isinstance(text, str) or not utf8(text, param(name)):
         raise InputError(f"{param(name)} is empty: give one token")
     ids = m.need_tokenizer().encode(text)
     if len(ids) != 1:
