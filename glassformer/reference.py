@@ -334,7 +334,8 @@ def encoder_block(p: Params, i: int, X, mask, cfg: Config):
 
 
 def decoder_block(p: Params, i: int, Y, memory, self_mask, cross_mask, cfg: Config):
-    """Masked self-attention, [cross-attention on the encoder output,] [FFN]; each add & norm.
+    """Masked self-attention, cross-attention on the encoder output (encoder-decoder only), FFN
+    (when d_ff > 0); each with add & norm.
 
     In cross-attention the queries come from the decoder (Y) and the keys and values from the
     encoder output (memory); rotary positions turn only self-attention's Q and K. The norms are

@@ -1,0 +1,132 @@
+"""The documentation's examples as something to run: every ```bash and ```python block of the
+README and of every page under docs/, in the order a reader meets them (tests/test_docs.py).
+
+A page runs in a folder that looks like a fresh clone after `make demo` (the shipped models, the
+package, the recipes and benchmarks, the docs; the installed `glassformer` on the PATH), its bash
+blocks in bash with `set -euo pipefail`, its Python blocks in this process with that folder as the
+working directory. A plain block right after a Python block is what that example prints: it must
+print exactly that. Two kinds of command are left out, everywhere: `make ...` (the set-up the
+folder already has) and `glassformer serve` (a server, which does not return; tests/test_serve*
+start it). A block that cannot run here says why on the line before it:
+`<!-- not run: needs a GPU -->`. Training commands run shortened (`quick`).
+"""
+
+import contextlib
+import gzip
+import io
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
+
+SKIPPED = ("make ", "glassformer serve", ".venv/bin/glassformer serve")
+QUICK = ["--set", "max_steps=5", "--set", "eval_interval=1", "--set", "eval_iters=2"]
+SHOWN = ("", "text")  # a block of these right after a Python block is its output
+RUNS = ("bash", "python")
+INERT = ("json", "yaml", "toml", "html", "console", "mermaid")  # shown, never run
+CLONE = ("models", "glassformer", "recipes", "benchmarks", "docs", "README.md", "pyproject.toml")
+FENCE = re.compile(r"^(<!-- not run: (?P<why>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```\n",
+                   flags=re.S | re.M)  # fmt: skip
+
+
+@dataclass
+class Block:
+    lang: str
+    code: str
+    shown: str | None  # the output a Python block prints, when the page shows it
+    not_run: str | None  # why this block does not run here
+    line: int
+
+
+def blocks(text: str) -> list[Block]:
+    """The page's fenced blocks, top-level (not indented), each with the plain block that follows
+    it when only blank lines lie between."""
+    found = []
+    for m in FENCE.finditer(text):
+        line = text.count("\n", 0, m.start()) + 1
+        found.append((m, Block(m["lang"], m["body"], None, m["why"], line)))
+    out = []
+    for i, (m, b) in enumerate(found):
+        nxt = found[i + 1] if i + 1 < len(found) else None
+        if (b.lang == "python" and nxt and nxt[1].lang in SHOWN
+                and not text[m.end():nxt[0].start()].strip()):  # fmt: skip
+            b.shown = nxt[1].code
+        out.append(b)
+    return out
+
+
+def commands(body: str) -> list[str]:
+    """A ```bash block as its commands: continuation lines joined, comments kept out."""
+    lines = body.replace("\\\n", " ").splitlines()
+    cmds = [re.sub(r"\s+#.*$", "", ln).strip() for ln in lines]
+    return [c for c in cmds if c and not c.startswith("#")]
+
+
+def quick(cmd: str, valid: Path) -> str:
+    """A training command stopped after 5 steps, evaluated on 8 validation pairs (translate and
+    classify) or 2 batches (lm); a resumed one goes 2 steps further. Nothing else changes."""
+    if " train " not in f" {cmd} ":
+        return cmd
+    extra = list(QUICK)
+    if "--resume" in cmd:
+        extra[1] = "max_steps=7"
+    if " translate " in cmd or " classify " in cmd:
+        extra += ["--set", "max_tokens=512", "--valid", str(valid), "--quiet"]
+    return f"{cmd} {' '.join(extra)}"
+
+
+def fresh_clone(where: Path) -> Path:
+    """A folder that looks like a fresh clone after `make demo`: what the pages read, linked read
+    only, and .venv. Returns the 8 validation pairs `quick` evaluates on (outside the folder)."""
+    where.mkdir(parents=True, exist_ok=True)
+    for name in CLONE:
+        (where / name).symlink_to(ROOT / name)
+    (where / ".venv").symlink_to(Path(sys.prefix))
+    valid = where.parent / "valid8.tsv"
+    with gzip.open(ROOT / "glassformer" / "data" / "eng-spa-valid.tsv.gz", "rt") as f:
+        valid.write_text("".join(next(f) for _ in range(8)), encoding="utf-8")
+    return valid
+
+
+def run_page(page: Path, where: Path) -> list[Block]:
+    """Every block of `page`, in order, in the fresh clone `where`; returns the blocks that ran.
+    A failing block fails with the page, its line and the last lines it printed."""
+    valid = fresh_clone(where)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env |= {"MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    ran = []
+    name = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
+    for b in blocks(page.read_text(encoding="utf-8")):
+        if b.lang not in RUNS or b.not_run:
+            continue
+        if b.lang == "bash":
+            cmds = [quick(c, valid) for c in commands(b.code) if not c.startswith(SKIPPED)]
+            if not cmds:
+                continue
+            script = "set -euo pipefail\n" + "\n".join(cmds) + "\n"
+            done = subprocess.run(["bash", "-c", script], cwd=where, env=env, text=True,
+                                  capture_output=True, timeout=600)  # fmt: skip
+            last = "\n".join(done.stderr.strip().splitlines()[-4:])
+            assert done.returncode == 0, f"{name}:{b.line}: bash block failed: {cmds}\n{last}"
+        else:
+            out = io.StringIO()
+            before = Path.cwd()
+            os.chdir(where)
+            try:
+                with contextlib.redirect_stdout(out):
+                    exec(compile(b.code, f"{name}:{b.line}", "exec"), {"__name__": "docs"})
+            finally:
+                os.chdir(before)
+            if b.shown is not None:
+                assert out.getvalue().splitlines() == b.shown.splitlines(), (
+                    f"{name}:{b.line}: the example printed\n{out.getvalue()}\nnot what the page shows"
+                )
+        ran.append(b)
+    return ran
