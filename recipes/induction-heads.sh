@@ -3,12 +3,13 @@
 # generated corpus "repeats" (random segments of letters and digits written twice, with random
 # letters between the copies), recording a training time-lapse of one probe text. An induction
 # head forms in layer 1 at about step 1,000 (its prefix-matching score jumps from ~0.1 to ~0.75
-# while the loss on the repeated tokens falls from ~3.6 to ~1.3), after a previous-token head in
-# layer 0; about two minutes on 2 CPU cores.
+# while the loss on the repeated tokens falls from ~3.7 to ~1.2), after a previous-token head in
+# layer 0. How long it takes: docs/benchmarks.md (measured there, once); the walk-through of
+# what it shows: docs/learn/time-lapse.md.
 #
 #   recipes/induction-heads.sh            # runs/induction (the run), runs/induction-model
 #   THREADS=2 recipes/induction-heads.sh  # PyTorch's and BLAS's threads (default: their own)
-#   glassformer explain runs/induction --over-training --html induction.html
+#   glassformer explain runs/induction --over-training --html runs/induction.html
 #   glassformer serve runs/induction      # the explorer's Training tab
 #
 # Runs from the repository root with glassformer installed (make demo), or with any python3 that

@@ -273,7 +273,7 @@ def test_kv_cache_bytes_at_the_real_sizes(trace):
         assert cache_bytes(shape) == want
 
 
-# -- the command: text, JSON, HTML; the README's excerpt --------------------------------------
+# -- the command: text, JSON, HTML; the docs' excerpt ----------------------------------------
 
 
 def test_json_holds_every_step_with_the_traces_values(capsys, trace):
@@ -331,12 +331,14 @@ def test_the_text_is_the_narrated_steps(capsys, trace):
     assert render_matrix(trace["gqa.copy_difference"]) == "0"
 
 
-def test_readme_excerpt_is_real_output(capsys):
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("## The walkthroughs", 1)[1].split("\n## ", 1)[0]
+def test_the_docs_excerpt_is_real_output(capsys):
+    """docs/learn/walkthroughs.md shows an excerpt of `walkthrough modern`: each of its steps is
+    printed, character for character, by the command."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "learn" / "walkthroughs.md").read_text()
+    section = page.split("## From 2017 to today: `walkthrough modern`", 1)[1].split("\n## ", 1)[0]
     assert "glassformer walkthrough modern" in section
     excerpt = re.search(r"An excerpt of `walkthrough modern`.*?\n\n```\n(.*?)```", section, re.S)
-    assert excerpt, "the README shows an excerpt of walkthrough modern"
+    assert excerpt, "the walkthroughs page shows an excerpt of walkthrough modern"
     assert main(["walkthrough", "modern"]) == 0
     out = capsys.readouterr().out
     for block in excerpt.group(1).strip().split("\n\n"):

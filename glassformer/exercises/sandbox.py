@@ -20,8 +20,8 @@ parent's `__main__`, which for `python -m glassformer.cli` runs the command agai
 results come back as pickles; a plain process with its own pipes reads only bytes and JSON.
 'fork' would be fastest but copies a process whose threads (BLAS) may hold locks. The cost is the
 child's start: Python, NumPy (one BLAS thread: its start is cheaper) and glassformer.exercises,
-then the cases, made while this process makes its own; 0.16-0.23 s of CPU time per check
-(README, exercises).
+then the cases, made while this process makes its own: a fraction of a second of CPU time per
+check (measured on docs/benchmarks.md).
 
 What this is not: a jail. The learner's code runs as the user, with the user's files and network;
 the process fences off the checker's state, time and output, not the machine.
