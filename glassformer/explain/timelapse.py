@@ -193,7 +193,7 @@ def table(views: V.Views, source: str = "") -> str:
 
     where = f" of {source}" if source else ""
     top = (
-        f"training time-lapse{where}: {len(frames)} frames, every {views.every:,} steps, "
+        f"training time-lapse{where}: {len(frames)} frame{'s' * (len(frames) != 1)}, every {views.every:,} steps, "
         f"probe {views.text!r}"
     )
     legend = (
