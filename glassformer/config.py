@@ -476,8 +476,8 @@ PRESETS: dict[str, Config] = {
     # 4 heads, FFN 1024, joint 8k vocabulary). One embedding for source, target and output,
     # scaled by √d so that its rows are not drowned by the sinusoids (~0.7 a dimension); GELU,
     # which lowered the validation loss after 600 steps by 2.3% against ReLU (the peer's) at
-    # either learning rate measured: the recipe measured best per step (README, "Training";
-    # benchmarks/translate_quality_per_step.py).
+    # either learning rate measured: the recipe measured best per step (docs/benchmarks.md,
+    # "Quality"; benchmarks/translate_quality_per_step.py).
     "translator": Config(
         arch="encoder-decoder",
         vocab_size=8000,

@@ -16,9 +16,8 @@ weights, which is why it is quantized too (the embedding lookup keeps the float3
 
 Deliberately not here: choosing it from the command line (`cli`), CUDA (these kernels are CPU
 only), the NumPy engine (float64 by design), saving int8 checkpoints (docs/build/pytorch-engine.md,
-"No int8 checkpoints": the float16 checkpoint is smaller to ship, and quantizing at load is quick:
-unnoticeable for the shipped models, 8.7 s for GPT-2-small's 124M on the busy 2-core development
-machine).
+"No int8 checkpoints": the float16 checkpoint is smaller to ship, and quantizing at load is quick;
+docs/benchmarks.md, "int8 decoding speed", has its time for GPT-2-small's 124M).
 """
 
 from __future__ import annotations

@@ -470,8 +470,8 @@ def inference_layout(model: Transformer) -> Transformer:
     """The inference form, in place: every linear weight, and the embedding a tied head reads,
     stored as the transpose of a contiguous (in, out) array, self-attention's Wq, Wk, Wv as views
     into one (`MultiHeadAttention.qkv_t`): the same values, shapes and `state_dict()` names, but a
-    matrix-vector product over it ran 1.6-1.8x faster on the 2-core AVX-512 VM measured (batch-1
-    decoding reads every weight once per token; `benchmarks/int8_decode_vs_hf.py`). Training
+    faster matrix-vector product over it (batch-1 decoding reads every weight once per token;
+    docs/benchmarks.md, "One sequence against Hugging Face"). Training
     keeps PyTorch's own layout; `.to()` after it would copy the views apart. A float model's (not
     quantize.int8's: one form or the other)."""
     with torch.no_grad():

@@ -193,8 +193,8 @@ def table(views: V.Views, source: str = "") -> str:
 
     where = f" of {source}" if source else ""
     top = (
-        f"training time-lapse{where}: {len(frames)} frame{'s' * (len(frames) != 1)}, every {views.every:,} steps, "
-        f"probe {views.text!r}"
+        f"training time-lapse{where}: {len(frames)} frame{'s' * (len(frames) != 1)}, "
+        f"every {views.every:,} steps, probe {views.text!r}"
     )
     legend = (
         "repeat / first: the probe's loss on the tokens an earlier copy gives away / on the "

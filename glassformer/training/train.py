@@ -190,9 +190,9 @@ def check_steps_left(out: str | Path, step: int, max_steps: int) -> None:
 
 # Each task's training recipe: TrainConfig values that `glassformer train TASK` starts from
 # (--set changes any of them). translate: the recipe measured best per step by
-# benchmarks/translate_quality_per_step.py (README, "Training"); its peak lr 2e-3 (the peer
-# script's is 1e-3) lowered the validation loss after 600 steps by 17%, and stays below the
-# 2.8e-3 peak of Vaswani et al.'s schedule (d^-0.5 · warmup^-0.5 for d 256, 500 warmup steps).
+# benchmarks/translate_quality_per_step.py (docs/benchmarks.md, "Quality"); its peak lr 2e-3
+# (the peer script's is 1e-3) lowered the validation loss after 600 steps by 17%, and stays below
+# the 2.8e-3 peak of Vaswani et al.'s schedule (d^-0.5 · warmup^-0.5 for d 256, 500 warmup steps).
 # lm: the char-lm preset's peak learning rate, the best of 1e-3 (nanoGPT's), 2e-3 and 3e-3
 # after 2000 steps (validation loss over every 64-character window 1.911, 1.810, 1.781;
 # benchmarks/char_lm_valid_loss.py), with min_lr a tenth of it as nanoGPT sets it.
