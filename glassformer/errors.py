@@ -33,8 +33,10 @@ def install_hint(extra: str | None) -> str:
     dependencies) and the versions of its constraints.txt. Where glassformer was not installed
     from a clone: the extra of the installed package. The command ends the line."""
     pip = f"{shlex.quote(sys.executable)} -m pip install"
-    what = "reinstall glassformer's dependencies" if extra is None else (
-        f"install the {' and '.join(extra.split(','))} extra{'s' * (',' in extra)}"
+    what = (
+        "reinstall glassformer's dependencies"
+        if extra is None
+        else (f"install the {' and '.join(extra.split(','))} extra{'s' * (',' in extra)}")
     )
     root = checkout()
     if root is None:
@@ -97,6 +99,8 @@ def rendered(message: str, flag) -> str:
 
 
 def _python(name: str, py: str | None, cli: str | None) -> str:
+    if name.startswith("glassformer."):  # a function of the package: `glassformer.models()`
+        return f"{name}()"
     if name[:1].isupper():  # a method, "Model.record": `Model.record`, `Config.override('x')`
         return name if py is None else f"{name}({py})"
     name = name.rsplit(".", 1)[-1]  # "attribute.steps": the parameter `steps`
