@@ -14,6 +14,7 @@ with hold_during_imports():  # Ctrl-C or SIGTERM here: one line, once the import
 
 __all__ = [
     "load",
+    "models",
     "Model",
     "Decoding",
     "Config",
@@ -28,12 +29,17 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
-    """`glassformer.load` (`Model.load`), `Model` (`glassformer.model`), `Decoding`
+    """`glassformer.load` (`Model.load`), `glassformer.models` (every model name it takes:
+    `catalog.models`), `Model` (`glassformer.model`), `Decoding`
     (`glassformer.decoding`) and `glassformer.exercises`, imported on first use."""
     if name == "load":
         from glassformer.model import Model
 
         return Model.load
+    if name == "models":
+        from glassformer.catalog import models
+
+        return models
     homes = {"Model": "model", "Decoding": "decoding"}
     if name in homes:
         import importlib

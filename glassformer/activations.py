@@ -233,14 +233,13 @@ def _engine(m, engine: str | None, dtype: str | None):
         from glassformer.errors import INSTALL_TORCH
 
         why = (
-            f"{m.name} was loaded with engine='reference'; load it with engine='auto'"
+            f"{m.name} was loaded with engine='reference'; load it with engine='auto', or use "
+            "engine='reference'"
             if m.engine == "reference"
-            else f"PyTorch is not installed: {INSTALL_TORCH}"
+            else f"PyTorch is not installed: use engine='reference', or {INSTALL_TORCH}"
         )
         asked = f"engine={engine!r}" if engine == "torch" else f"dtype={dtype!r}"
-        raise GlassformerError(
-            f"{asked} needs the PyTorch engine; {why}, or use engine='reference'"
-        )
+        raise GlassformerError(f"{asked} needs the PyTorch engine; {why}")
     return "reference", "float64", None
 
 

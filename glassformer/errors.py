@@ -12,12 +12,39 @@ and is found again exactly, never guessed from the prose around it.
 """
 
 import re
+import shlex
+import sys
+from pathlib import Path
 
 
-def install_hint(extra: str) -> str:
-    """What to do when an optional dependency is missing: its extra, installed from the clone
-    (glassformer is not on PyPI)."""
-    return f"install the {extra} extra: pip install '.[{extra}]' in the glassformer folder"
+def checkout() -> Path | None:
+    """The folder glassformer runs from when it is a clone (an editable install, or the source
+    tree itself): the one holding the package, pyproject.toml and constraints.txt; else None."""
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "constraints.txt").is_file():
+        return root
+    return None
+
+
+def install_hint(extra: str | None) -> str:
+    """What to do when a dependency is missing, as a command that works as printed: this
+    Python's pip, installing the clone glassformer runs from again in place (editable, so that
+    edits keep taking effect) with `extra` ("serve"; "torch,hf" for two; None: the core
+    dependencies) and the versions of its constraints.txt. Where glassformer was not installed
+    from a clone: the extra of the installed package. The command ends the line."""
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    what = (
+        "reinstall glassformer's dependencies"
+        if extra is None
+        else (f"install the {' and '.join(extra.split(','))} extra{'s' * (',' in extra)}")
+    )
+    root = checkout()
+    if root is None:
+        target = "glassformer" if extra is None else f"glassformer[{extra}]"
+        return f"{what}: {pip} {shlex.quote(target)}"
+    target = str(root) if extra is None else f"{root}[{extra}]"
+    constraints = shlex.quote(str(root / "constraints.txt"))
+    return f"{what}: {pip} -c {constraints} -e {shlex.quote(target)}"
 
 
 INSTALL_TORCH = install_hint("torch")
@@ -72,6 +99,8 @@ def rendered(message: str, flag) -> str:
 
 
 def _python(name: str, py: str | None, cli: str | None) -> str:
+    if name.startswith("glassformer."):  # a function of the package: `glassformer.models()`
+        return f"{name}()"
     if name[:1].isupper():  # a method, "Model.record": `Model.record`, `Config.override('x')`
         return name if py is None else f"{name}({py})"
     name = name.rsplit(".", 1)[-1]  # "attribute.steps": the parameter `steps`

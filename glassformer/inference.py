@@ -176,8 +176,8 @@ def _torch_or_reference():
         import torch
     except ImportError:
         raise GlassformerError(
-            f"{param('engine', 'torch')} needs PyTorch: {INSTALL_TORCH}, or use "
-            f"{param('engine', 'reference')}"
+            f"{param('engine', 'torch')} needs PyTorch: use {param('engine', 'reference')}, "
+            f"or {INSTALL_TORCH}"
         ) from None
     return torch
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from glassformer import weights
 from glassformer.config import PRESETS, Config
-from glassformer.errors import CheckpointError, InputError
+from glassformer.errors import CheckpointError, InputError, param
 
 
 @dataclass
@@ -59,7 +59,8 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
 
 def nowhere(name: str) -> str:
     """The refusal of a name that is neither a folder nor a preset: the nearest presets and
-    folders beside it (difflib), every preset, and that nothing is ever downloaded."""
+    folders beside it (difflib), every preset, that nothing is ever downloaded, and the list of
+    every name (`glassformer.models()`, the command line's `glassformer models`)."""
     import difflib
 
     where = Path(name).parent
@@ -72,7 +73,8 @@ def nowhere(name: str) -> str:
     return (
         f"{name} not found: it is neither a folder nor a preset{guess}; glassformer never "
         "downloads a model: give a checkpoint folder (such as models/en-es), a Hugging Face or "
-        f"nanoGPT folder already on disk, or a preset ({', '.join(PRESETS)})"
+        f"nanoGPT folder already on disk, or a preset ({', '.join(PRESETS)}); "
+        f"{param('glassformer.models')} lists them all"
     )
 
 

@@ -114,6 +114,10 @@ class Runtime:
                 "use a checkpoint with its tokenizer, or the preset hello-world (the article's); "
                 "from Python a run also reads token ids (ids=[...])"
             )
+        if self.tok is None and _nanogpt(self.name):
+            from glassformer.formats import nanogpt
+
+            raise GlassformerError(nanogpt.no_tokenizer(self.name, self.cfg.vocab_size))
         if self.tok is None:
             raise GlassformerError(
                 f"checkpoint {self.name} has no {weights.TOKENIZER_FILE}: text cannot "
@@ -322,3 +326,10 @@ class Runtime:
     def class_result(self, probs: np.ndarray) -> dict:
         """One text's class: {label, class, probability, probabilities by class name}."""
         return results.Classification.of(self.class_names, probs).to_dict()
+
+
+def _nanogpt(name: str) -> bool:
+    """A model read from a nanoGPT checkpoint (its out_dir, or the ckpt.pt itself)."""
+    from glassformer.formats import nanogpt
+
+    return nanogpt.is_nanogpt(name)

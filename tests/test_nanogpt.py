@@ -481,3 +481,28 @@ def test_the_other_refusals(nano, tmp_path, capsys):
     refused(["import-nanogpt", str(out), ck], capsys, "already holds", "--overwrite")
     assert main(["import-nanogpt", str(out), ck, "--overwrite"]) == 0
     assert weights.load(ck)[2].vocab == CHARS
+
+
+def test_an_out_dir_without_its_tokenizer_names_meta_pkl_and_the_import(nano, tmp_path, capsys):
+    """An out_dir read directly without meta.pkl beside ckpt.pt cannot encode text: the refusal
+    names meta.pkl and the import that takes it (a GPT-2 BPE model: a tokenizer.json), in Python
+    and on the command line (one line, exit 2), not a missing tokenizer.json."""
+    import glassformer
+    from glassformer.errors import GlassformerError
+
+    out, _, _ = nano("char")
+    bare = tmp_path / "bare"
+    shutil.copytree(out, bare)
+    (bare / "meta.pkl").unlink()
+    fix = f"glassformer import-nanogpt {bare} OUT --meta meta.pkl"
+    with pytest.raises(GlassformerError) as e:
+        glassformer.load(bare).generate("Speak")
+    assert "needs its meta.pkl" in str(e.value) and fix in str(e.value)
+    assert "tokenizer.json" not in str(e.value)
+    assert main(["generate", str(bare), "Speak"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs its meta.pkl" in err[0] and fix in err[0], err
+    gpt2, _, _ = nano("gpt2-vocab")
+    assert main(["generate", str(gpt2), "Speak"]) == 2
+    err = capsys.readouterr().err
+    assert f"glassformer import-nanogpt {gpt2} OUT --tokenizer tokenizer.json" in err, err

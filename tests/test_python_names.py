@@ -241,6 +241,10 @@ ALLOWED = {
     ("explain/timelapse.py", "RUN_DIR --over-training"),
     # what to do with a weight an import leaves out: a command (training has no Model verb)
     ("formats/hf.py", "train classify --init"),
+    # a nanoGPT out_dir read without its tokenizer: the import that takes it, a command in
+    # Python too (the library has no verb that writes a checkpoint from an out_dir)
+    ("formats/nanogpt.py", " OUT --meta meta.pkl"),
+    ("formats/nanogpt.py", " OUT --tokenizer tokenizer.json"),
     # the explorer's page, served to whoever started `glassformer serve` (cli/serve.py): how to
     # record a time-lapse (a training command) and how to start the server again
     ("serve/api.py", "--snapshot-views TEXT --view-every N"),

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from glassformer.cli import main
+from glassformer.errors import install_hint
 
 RUN = """
 import json, sys
@@ -91,7 +92,7 @@ def test_without_torch_a_command_that_needs_it_names_the_extra(models, tmp_path,
     assert code == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("glassformer: error: "), err
-    assert message in lines[0] and "pip install '.[torch]'" in lines[0]
+    assert message in lines[0] and lines[0].endswith(install_hint("torch"))
     assert not (tmp_path / "o").exists()
 
 

@@ -13,6 +13,7 @@
     glassformer train lm|translate|classify --out DIR [--data ...] [--set key=value] [--resume]
                       [--snapshot-views TEXT [--view-every N]]
     glassformer eval CKPT --data FILE
+    glassformer models [FOLDER] [--json]   (shipped models, presets, and the models in FOLDER)
     glassformer config [--preset NAME] [--set key=value ...]
     glassformer init OUT [--preset NAME] [--set key=value ...] [--tokenizer ...] [--seed N]
     glassformer export CKPT OUT [--dtype float16] [--average K]

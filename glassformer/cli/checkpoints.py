@@ -1,6 +1,7 @@
-"""Checkpoints and their configs: `config`, `init`, `export`, `import-hf`, `import-nanogpt`,
-`export-hf`, and the encoders' commands: `embed` (sentence embeddings of a checkpoint or a
-Hugging Face folder) and `classify` (a classifier's class of each text, with its probability).
+"""Checkpoints and their configs: `models` (every name a command takes), `config`, `init`,
+`export`, `import-hf`, `import-nanogpt`, `export-hf`, and the encoders' commands: `embed`
+(sentence embeddings of a checkpoint or a Hugging Face folder) and `classify` (a classifier's
+class of each text, with its probability).
 """
 
 from __future__ import annotations
@@ -43,7 +44,20 @@ def add_parsers(sub) -> None:
 
 
 def _add_config_and_init(sub) -> None:
-    """config and init: a config, and a checkpoint of random weights."""
+    """models, config and init: the names there are, a config, a checkpoint of random weights."""
+    ls = sub.add_parser(
+        "models",
+        help="list the shipped models, the presets and the models in this folder",
+        description="List every model name a command takes: the models shipped in the clone's "
+        "models/ (with their cards' first line), the presets (seeded random weights), and the "
+        "folders in FOLDER and FOLDER/runs that are models (glassformer checkpoints, Hugging "
+        "Face folders, nanoGPT out_dirs). Nothing is read but config.json and the cards; "
+        "nothing is downloaded, ever.",
+    )
+    ls.add_argument("folder", nargs="?", default=".", help="where to look (default: here)")
+    ls.add_argument("--json", action="store_true", help="print JSON for programs")
+    ls.set_defaults(func=cmd_models)
+
     c = sub.add_parser(
         "config",
         help="print a preset's config as JSON",
@@ -210,6 +224,14 @@ def _add_encoder_uses(sub) -> None:
     device_arg(cl)
     threads_arg(cl)
     cl.set_defaults(func=cmd_classify)
+
+
+def cmd_models(args) -> int:
+    from glassformer.catalog import models
+
+    found = models(args.folder)
+    print(found.to_json() if args.json else found.to_text(args.folder))
+    return 0
 
 
 def cmd_config(args) -> int:

@@ -279,8 +279,9 @@ def need_torch(what: str, instead: str = "") -> None:
         import torch  # noqa: F401
     except ImportError:
         raise GlassformerError(
-            f"{what} needs PyTorch, which is not installed: {INSTALL_TORCH}"
-            + (f", or {instead}" if instead else "")
+            f"{what} needs PyTorch, which is not installed: "
+            + (f"{instead}, or " if instead else "")
+            + INSTALL_TORCH
         ) from None
 
 

@@ -81,6 +81,8 @@ FLAGS = {
     "nanogpt.meta": "import-nanogpt --meta",  # said in a note after the import, as its command
     "nanogpt.tokenizer": "import-nanogpt --tokenizer",
     "nanogpt.vocab_from": "--vocab-from",
+    # models (cli/checkpoints.py): the list of every model name, named where a name is unknown
+    "glassformer.models": "glassformer models",
     # serve (cli/serve.py)
     "port": "--port",
     # diff (cli/diff.py)

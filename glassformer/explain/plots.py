@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from glassformer.errors import GlassformerError, param
+from glassformer.errors import GlassformerError, install_hint, param
 from glassformer.explain.html import SMALL
 from glassformer.explain.select import KVGroups, attention_maps, head_of, select_steps
 from glassformer.tokenizer.display import display_tokens
@@ -36,7 +36,7 @@ def write_attention_pngs(
         from matplotlib.figure import Figure
     except ImportError:
         raise GlassformerError(
-            f"{param('write_attention_pngs')} needs matplotlib: pip install matplotlib"
+            f"{param('write_attention_pngs')} needs matplotlib: {install_hint('torch')}"
         ) from None
     maps = attention_maps(select_steps(trace, layers, heads))
     out = Path(out_dir)

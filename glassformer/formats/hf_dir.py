@@ -24,7 +24,13 @@ import numpy as np
 
 from glassformer import files
 from glassformer.config import Config
-from glassformer.errors import CheckpointError, ConfigError, GlassformerError, TokenizerError
+from glassformer.errors import (
+    INSTALL_TORCH,
+    CheckpointError,
+    ConfigError,
+    GlassformerError,
+    TokenizerError,
+)
 from glassformer.formats import hf, hf_llama, hf_pegasus
 
 CONFIG_FILE = "config.json"
@@ -300,7 +306,9 @@ def _torch_safetensors(f: Path) -> dict[str, np.ndarray]:
     try:
         from safetensors.torch import load_file
     except ImportError:
-        raise CheckpointError(f"{f} stores bfloat16; reading it needs torch") from None
+        raise CheckpointError(
+            f"{f} stores bfloat16; reading it needs PyTorch: {INSTALL_TORCH}"
+        ) from None
     return {k: _numpy(v) for k, v in load_file(str(f)).items()}
 
 
@@ -309,8 +317,8 @@ def _torch_bin(f: Path) -> dict[str, np.ndarray]:
         import torch
     except ImportError:
         raise CheckpointError(
-            f"{f} is a PyTorch pickle: reading it needs torch (pip install torch), "
-            "or convert it to model.safetensors"
+            f"{f} is a PyTorch pickle: convert it to model.safetensors, or read it with "
+            f"PyTorch: {INSTALL_TORCH}"
         ) from None
     try:
         state = torch.load(str(f), map_location="cpu", weights_only=True)

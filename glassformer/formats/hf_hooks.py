@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from glassformer.errors import GlassformerError, param
+from glassformer.errors import GlassformerError, install_hint, param
 from glassformer.formats import hf, hf_llama
 
 # transformers' class for each family the hf engine covers, and the table naming its modules.
@@ -106,7 +106,7 @@ def hf_engine(m) -> Callable:
         import transformers
     except ImportError:
         raise GlassformerError(
-            "the hf engine needs transformers (and PyTorch): pip install transformers"
+            f"the hf engine needs transformers (and PyTorch): {install_hint('torch,hf')}"
         ) from None
     cls_name, table = HF_FAMILIES[m.family]
     transformers.utils.logging.disable_progress_bar()

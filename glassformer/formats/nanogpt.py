@@ -491,6 +491,24 @@ def _tokenizer(ckpt: dict, folder: Path, cfg: Config, meta, vocab_from, tokenize
     return None
 
 
+def no_tokenizer(path: str | Path, vocab_size: int) -> str:
+    """Why a nanoGPT checkpoint read without a tokenizer cannot encode text, and the import
+    that gives it one: its meta.pkl (a character model), or GPT-2's tokenizer.json."""
+    if vocab_size in GPT2_VOCABS:
+        return (
+            f"nanoGPT checkpoint {path} has GPT-2's BPE vocabulary ({vocab_size}) and no "
+            "tokenizer: text cannot be encoded, and glassformer bundles no GPT-2 tokenizer; "
+            "import it with the tokenizer.json of a Hugging Face gpt2 folder: "
+            f"glassformer import-nanogpt {path} OUT --tokenizer tokenizer.json"
+        )
+    return (
+        f"nanoGPT checkpoint {path} needs its meta.pkl to encode text: there is none beside "
+        f"{CKPT_FILE} (nanoGPT's prepare.py writes it to data/DATASET/{META_FILE}); copy it "
+        f"there, or import the model with it: glassformer import-nanogpt {path} OUT --meta "
+        "meta.pkl"
+    )
+
+
 # -- the whole checkpoint -----------------------------------------------------------------------
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer.engine_diff import compare
+from glassformer.errors import INSTALL_TORCH, install_hint
 from glassformer.model import Model
 from glassformer.serve.runs import REFERENCE, Run, reference
 from glassformer.serve.sessions import Fixed
@@ -92,7 +93,7 @@ def view_vs_reference(m: Model, run: Run) -> dict:
 def torch_vs_reference(m: Model, run: Run) -> dict:
     model = m.runtime.torch("float64")
     if model is None:
-        return {"available": False, "note": "PyTorch is not installed: pip install torch"}
+        return {"available": False, "note": f"PyTorch is not installed: {INSTALL_TORCH}"}
     import torch
 
     cfg = m.cfg
@@ -116,7 +117,8 @@ def hf_vs_reference(m: Model, run: Run) -> dict | None:
         import torch
         import transformers
     except ImportError:
-        return {"available": False, "note": "transformers is not installed (optional)"}
+        why = f"transformers is not installed (optional): {install_hint('torch,hf')}"
+        return {"available": False, "note": why}
     cls_name, field, step = HF_CLASSES[m.family]
 
     def load():

@@ -9,7 +9,7 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from glassformer.errors import TokenizerError
+from glassformer.errors import TokenizerError, install_hint
 from glassformer.tokenizer.base import DEFAULT_SPECIALS, FILE_LIMIT, Tokenizer, special_head
 
 # SentencePiece-style pieces: a word (letters with combining marks, apostrophes between letters
@@ -338,7 +338,8 @@ def _hf_module():
         import tokenizers
     except ImportError:
         raise TokenizerError(
-            "BPE tokenizers need the Hugging Face `tokenizers` package; pip install tokenizers"
+            "BPE tokenizers need the Hugging Face `tokenizers` package, a dependency of "
+            f"glassformer: {install_hint(None)}"
         ) from None
     return tokenizers
 
