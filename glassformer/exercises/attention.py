@@ -94,7 +94,7 @@ SOFTMAX = Exercise(
     shapes="x        (..., N)  any number of leading axes; the softmax runs over the last\n"
     "returns  (..., N)  each row positive and summing to 1",
     notes="A row that is entirely -inf (every position masked) gives zeros, not NaN: that is\n"
-    "glassformer's convention (DESIGN.md).",
+    "glassformer's convention (docs/design.md, Conventions pinned once).",
     parts=(Part("probs", "the softmax of each row"),),
     cases=_softmax_cases,
     mistakes=(
