@@ -129,7 +129,7 @@ def softmax(x: np.ndarray, axis: int = -1, temperature: float = 1.0) -> np.ndarr
     Computed as exp((x_i - max x) / T) / Σ_j exp((x_j - max x) / T): the same numbers, but the
     shifted values are <= 0, so that no exp and no finite temperature overflows (a tiny T sends
     every value below the maximum to 0, as the limit T -> 0 does). A row that is entirely -inf
-    (every position masked) gives zeros, not NaN (DESIGN.md)."""
+    (every position masked) gives zeros, not NaN (docs/design.md)."""
     x = np.asarray(x, dtype=np.float64)
     m = np.max(x, axis=axis, keepdims=True)
     shifted = x - np.where(np.isfinite(m), m, 0.0)  # <= 0, the largest at 0

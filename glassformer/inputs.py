@@ -123,7 +123,7 @@ def valid_flags(valid, n: int, what: str = "valid") -> np.ndarray | None:
         raise InputError(
             f"{what} must be True/False flags (True = real token), got {arr.dtype} values"
         )
-    return arr.astype(bool)  # no True at all is allowed: it pools to zeros, as DESIGN.md pins
+    return arr.astype(bool)  # no True at all is allowed: it pools to zeros (docs/design.md)
 
 
 # -- the PyTorch engine's batches (torch is imported only when a tensor is checked) --------------

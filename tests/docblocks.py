@@ -126,7 +126,8 @@ def run_page(page: Path, where: Path) -> list[Block]:
                 os.chdir(before)
             if b.shown is not None:
                 assert out.getvalue().splitlines() == b.shown.splitlines(), (
-                    f"{name}:{b.line}: the example printed\n{out.getvalue()}\nnot what the page shows"
+                    f"{name}:{b.line}: the example printed\n{out.getvalue()}\n"
+                    "not what the page shows"
                 )
         ran.append(b)
     return ran

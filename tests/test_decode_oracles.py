@@ -99,7 +99,7 @@ def test_log_softmax_and_softmax_at_extreme_logits_are_exact(name):
 
 def test_reference_softmax_rows_and_columns_at_extremes():
     """The reference engine's softmax along either axis, each row against the exact one; a row
-    that is entirely -inf (every position masked) gives zeros (DESIGN.md), not NaN."""
+    that is entirely -inf (every position masked) gives zeros (docs/design.md), not NaN."""
     rows = [EXTREME["±1e300"], EXTREME["around exp's overflow"][:3], [-math.inf] * 3]
     X = np.array(rows)
     got = R.softmax(X, axis=-1)

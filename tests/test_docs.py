@@ -25,7 +25,9 @@ def test_page_examples_run_from_a_fresh_clone_and_write_only_into_runs(page, tmp
     where = tmp_path / "clone"
     ran = run_page(page, where)
     made = {p.name for p in where.iterdir()} - set(CLONE) - {".venv"}
-    assert made <= {"runs"}, f"{page_id(page)}: examples wrote {sorted(made - {'runs'})} outside runs/"
+    assert made <= {"runs"}, (
+        f"{page_id(page)}: examples wrote {sorted(made - {'runs'})} outside runs/"
+    )
     makes = MAKES.findall(page.read_text(encoding="utf-8"))
     for path in makes:
         assert (where / path).exists(), f"{page_id(page)}: its examples did not make {path}"
@@ -36,17 +38,21 @@ def test_every_block_runs_or_is_shown_or_says_why_not():
     for page in PAGES:
         for b in blocks(page.read_text(encoding="utf-8")):
             where = f"{page_id(page)}:{b.line}"
-            assert b.lang in RUNS + SHOWN + INERT, f"{where}: a ```{b.lang} block neither runs nor is shown"
+            assert b.lang in RUNS + SHOWN + INERT, (
+                f"{where}: a ```{b.lang} block neither runs nor is shown"
+            )
             assert b.not_run is None or b.not_run.strip(), f"{where}: say why it is not run"
-            assert not (b.not_run and b.lang not in RUNS), f"{where}: only runnable blocks are marked"
+            assert not (b.not_run and b.lang not in RUNS), (
+                f"{where}: only runnable blocks are marked"
+            )
 
 
 def test_the_site_builds_with_strict(tmp_path):
     """mkdocs --strict: a broken link, a missing anchor, a page outside the nav or a docstring
     reference that leads nowhere fails the build."""
-    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
-                           str(tmp_path / "site")], cwd=ROOT, capture_output=True, text=True,
-                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}, timeout=300)  # fmt: skip
+    command = [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", tmp_path / "site"]
+    env = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
     warnings = [ln for ln in done.stderr.splitlines() if "WARNING" in ln or "ERROR" in ln]
     assert done.returncode == 0, "\n".join(warnings[-10:]) or done.stderr[-2000:]
     for page in DOCS.rglob("*.md"):
@@ -60,7 +66,9 @@ def test_the_readme_is_a_front_door():
     link into docs/ leads to a page that exists."""
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) <= 150
-    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), "a dated figure belongs on docs/benchmarks.md"
+    assert not re.search(r"\b20\d\d-\d\d-\d\d\b", text), (
+        "a dated figure belongs on docs/benchmarks.md"
+    )
     links = re.findall(r"\]\((docs/[^)#]+)", text)
     assert links, "the README links to the documentation"
     for link in links:

@@ -338,9 +338,9 @@ def test_kv_cache_copy_grows_apart_and_shares_the_tensors():
 
 
 def test_the_engine_finds_no_mode_by_name():
-    """DESIGN rule 10: torch_model.py (and its layers, torch_layers.py) declares its forms and
-    optional parts; it finds none with hasattr, getattr or setattr, and every form's slot is
-    declared on a fresh model."""
+    """One name, one meaning (docs/design.md): torch_model.py (and its layers, torch_layers.py)
+    declares its forms and optional parts; it finds none with hasattr, getattr or setattr, and
+    every form's slot is declared on a fresh model."""
     import ast
     import inspect
 

@@ -94,7 +94,8 @@ SOFTMAX = Exercise(
     shapes="x        (..., N)  any number of leading axes; the softmax runs over the last\n"
     "returns  (..., N)  each row positive and summing to 1",
     notes="A row that is entirely -inf (every position masked) gives zeros, not NaN: that is\n"
-    "glassformer's convention, as in its reference engine (glassformer.reference.softmax).",
+    "glassformer's convention (docs/design.md), as its reference engine does it\n"
+    "(glassformer.reference.softmax).",
     parts=(Part("probs", "the softmax of each row"),),
     cases=_softmax_cases,
     mistakes=(
