@@ -5,10 +5,13 @@ A page runs in a folder that looks like a fresh clone after `make demo` (the shi
 package, the recipes and benchmarks, the docs; the installed `glassformer` on the PATH), its bash
 blocks in bash with `set -euo pipefail`, its Python blocks in this process with that folder as the
 working directory. A plain block right after a Python block is what that example prints: it must
-print exactly that. Two kinds of command are left out, everywhere: `make ...` (the set-up the
-folder already has) and `glassformer serve` (a server, which does not return; tests/test_serve*
-start it). A block that cannot run here says why on the line before it:
-`<!-- not run: needs a GPU -->`. Training commands run shortened (`quick`).
+print exactly that. A ```console block is a terminal transcript: each `$ command` runs there (in
+one bash, so `echo $?` reads the status before it), and what follows it, up to the next `$`, is
+what it prints on stdout and stderr together, compared line by line. Two kinds of command are
+left out, everywhere: `make ...` (the set-up the folder already has) and `glassformer serve` (a
+server, which does not return; tests/test_serve* start it). A block that cannot run here says
+why on the line before it: `<!-- not run: needs a GPU -->`. Training commands run shortened
+(`quick`).
 """
 
 import contextlib
@@ -29,8 +32,9 @@ PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 SKIPPED = ("make ", "glassformer serve", ".venv/bin/glassformer serve")
 QUICK = ["--set", "max_steps=5", "--set", "eval_interval=1", "--set", "eval_iters=2"]
 SHOWN = ("", "text")  # a block of these right after a Python block is its output
-RUNS = ("bash", "python")
-INERT = ("json", "yaml", "toml", "html", "console", "mermaid")  # shown, never run
+RUNS = ("bash", "python", "console")
+INERT = ("json", "yaml", "toml", "html", "mermaid")  # shown, never run
+MARK = "@@@ docblocks: next command @@@"
 CLONE = ("models", "glassformer", "recipes", "benchmarks", "docs", "README.md", "pyproject.toml")
 FENCE = re.compile(r"^(<!-- not run: (?P<why>[^>]+?) -->\n)?```(?P<lang>\w*)\n(?P<body>.*?)^```\n",
                    flags=re.S | re.M)  # fmt: skip
@@ -95,6 +99,30 @@ def fresh_clone(where: Path) -> Path:
     return valid
 
 
+def transcript(b: Block, where: Path, env: dict, name) -> None:
+    """A ```console block run as the terminal session it shows: every `$ command` in one bash
+    (stderr into stdout; each command's status kept for the next), its output compared."""
+    steps, shown = [], []
+    for line in b.code.splitlines():
+        if line.startswith("$ "):
+            steps.append(line[2:])
+            shown.append([])
+        elif shown:
+            shown[-1].append(line)
+    script = "exec 2>&1\n" + "".join(
+        f"{'(exit $s)' if i else 'true'}\n{cmd}\ns=$?\nprintf '\\n%s\\n' '{MARK}'\n"
+        for i, cmd in enumerate(steps)
+    )
+    done = subprocess.run(["bash", "-c", script], cwd=where, env=env | {"PYTHONUNBUFFERED": "1"},
+                          text=True, capture_output=True, timeout=600)  # fmt: skip
+    printed = done.stdout.split(f"\n{MARK}\n")
+    for cmd, want, got in zip(steps, shown, printed, strict=False):
+        assert got.rstrip("\n").splitlines() == want, (
+            f"{name}:{b.line}: `$ {cmd}` printed\n{got}\nnot what the page shows"
+        )
+    assert len(printed) == len(steps) + 1, f"{name}:{b.line}: the transcript stopped early"
+
+
 def run_page(page: Path, where: Path) -> list[Block]:
     """Every block of `page`, in order, in the fresh clone `where`; returns the blocks that ran.
     A failing block fails with the page, its line and the last lines it printed."""
@@ -115,6 +143,8 @@ def run_page(page: Path, where: Path) -> list[Block]:
                                   capture_output=True, timeout=600)  # fmt: skip
             last = "\n".join(done.stderr.strip().splitlines()[-4:])
             assert done.returncode == 0, f"{name}:{b.line}: bash block failed: {cmds}\n{last}"
+        elif b.lang == "console":
+            transcript(b, where, env, name)
         else:
             out = io.StringIO()
             before = Path.cwd()

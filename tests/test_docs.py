@@ -17,7 +17,7 @@ MAKES = re.compile(r"<!-- makes: (\S+) -->")
 
 
 def page_id(page: Path) -> str:
-    return str(page.relative_to(ROOT))
+    return str(page.relative_to(ROOT)) if page.is_relative_to(ROOT) else page.name
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
@@ -76,8 +76,8 @@ def test_the_readme_is_a_front_door():
 
 
 def test_a_page_whose_example_prints_something_else_fails(tmp_path):
-    """The runner's own oracle: a planted wrong output, a failing command, and a file written
-    outside runs/ are each caught."""
+    """The runner's own oracle: a planted wrong output (Python's, a transcript's), a failing
+    command, and a folder written outside runs/ are each caught."""
     page = tmp_path / "page.md"
     page.write_text("```python\nprint(1 + 1)\n```\n\n```\n3\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="not what the page shows"):
@@ -85,3 +85,13 @@ def test_a_page_whose_example_prints_something_else_fails(tmp_path):
     page.write_text("```bash\nglassformer walkthrough no-such-thing\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match="bash block failed"):
         run_page(page.resolve(), tmp_path / "b")
+    refused = "glassformer config --set d_model=abc >/dev/null 2>&1"
+    shown = f"```console\n$ {refused}\n$ echo $?\n{{}}\n```\n"
+    page.write_text(shown.format(2), encoding="utf-8")  # a refusal exits 2: the transcript holds
+    run_page(page.resolve(), tmp_path / "c")
+    page.write_text(shown.format(0), encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"`\$ echo \$\?` printed\n2\n"):
+        run_page(page.resolve(), tmp_path / "d")
+    page.write_text("```bash\nmkdir out\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match=r"wrote \['out'\] outside runs/"):
+        test_page_examples_run_from_a_fresh_clone_and_write_only_into_runs(page, tmp_path / "e")
