@@ -124,9 +124,10 @@ def _shipped(folder: Path) -> list[dict]:
 
 
 def _card(folder: Path) -> str:
-    """The first line of a model's card (its README.md), less the '# name: ' it opens with."""
+    """The first line of a model's card (its README.md), less the '# name: ' it opens with; read
+    only from inside the folder (`files.member`), as every file of a folder is."""
     try:
-        with files.open_regular(folder / "README.md") as fh:
+        with files.open_regular(files.member(folder, "README.md")) as fh:
             first = fh.readline(1000).decode("utf-8", "replace").strip()
     except (OSError, GlassformerError):
         return ""
@@ -135,7 +136,7 @@ def _card(folder: Path) -> str:
 
 def _config(folder: Path) -> Config | None:
     try:
-        return Config.from_dict(files.read_json(folder / weights.CONFIG_FILE))
+        return Config.from_dict(files.read_json(files.member(folder, weights.CONFIG_FILE)))
     except (GlassformerError, TypeError, AttributeError):
         return None
 
@@ -152,7 +153,7 @@ def _folder(d: Path, name: str) -> dict | None:
             )
             return _row(name, "nanogpt", None, about)
         if hf_dir.is_hf_folder(d):
-            family = files.read_json(d / weights.CONFIG_FILE).get("model_type")
+            family = files.read_json(files.member(d, weights.CONFIG_FILE)).get("model_type")
             return _row(name, "hugging face", None, f"Hugging Face {family} folder")
     except (GlassformerError, OSError, AttributeError):
         return None

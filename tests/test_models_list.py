@@ -7,6 +7,8 @@ Oracles: the folders on disk (models/, their README.md, config.json), `glassform
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,31 @@ def test_an_unknown_name_names_the_list_in_python_and_on_the_command_line(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "'hello-world'" in err[0] and "never downloads" in err[0], err
     assert "glassformer models" in err[0] and "glassformer.models()" not in err[0]
+
+
+def test_a_config_linked_out_of_its_folder_is_not_read(tmp_path, monkeypatch):
+    """The list reads a folder's files only from inside it (files.member): a config.json that is
+    a link to a valid config elsewhere leaves its folder out of the list (member refuses it), never
+    gives a row built from the file outside (the control: the same file copied in is read)."""
+    monkeypatch.chdir(tmp_path)
+    src = ROOT / "models" / "char-lm"
+    for name, how in (("copied", shutil.copy), ("linked", os.symlink)):
+        d = tmp_path / "runs" / name
+        d.mkdir(parents=True)
+        how(src / "config.json", d / "config.json")
+        (d / "model.safetensors").write_bytes(b"")
+    rows = {Path(f["name"]).name: f for f in glassformer.models().folders}
+    assert rows["copied"]["arch"] == "decoder"
+    assert "linked" not in rows
+    # a card or a config linked out of a models/ folder is not read either
+    from glassformer import catalog
+
+    (tmp_path / "elsewhere.md").write_text("# x: read from outside\n", encoding="utf-8")
+    for name, how in (("copied", shutil.copy), ("linked", os.symlink)):
+        d = tmp_path / "models" / name
+        d.mkdir(parents=True)
+        how(src / "config.json", d / "config.json")
+        how(tmp_path / "elsewhere.md", d / "README.md")
+    rows = {Path(r["name"]).name: r for r in catalog._shipped(tmp_path / "models")}
+    assert rows["copied"]["about"] == "x: read from outside" and rows["copied"]["arch"] == "decoder"
+    assert rows["linked"]["about"] == "" and rows["linked"]["arch"] is None

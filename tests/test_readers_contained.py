@@ -237,6 +237,7 @@ NOT_FROM_A_FOLDER = {
     "eng-spa.tsv.gz", "eng-spa-valid.tsv.gz", "tinyshakespeare.txt.gz",  # packaged corpora
     "explorer.html", "glassformer-report.html", "glassformer-trace.json",  # downloads it serves
     "generation_config.json", "loss.png",  # written by export-hf / train, never read
+    "constraints.txt",  # the checkout's, named by the install hint, never read
 }  # fmt: skip
 FILE_NAME = re.compile(
     r"[\"']([A-Za-z0-9_.{}*-]+\.(?:json|safetensors|txt|bin|pt|pth|csv|png|tsv|gz|html|npz|npy|"
@@ -273,6 +274,9 @@ FOLDER_READERS = {
     "weights.py:load_snapshot": "snapshot-step*.safetensors",
     "training/views.py:load": "views.safetensors",
     "formats/nanogpt.py:read_checkpoint": "ckpt.pt",
+    "catalog.py:_card": "a model folder's README.md (its card's first line)",
+    "catalog.py:_config": "config.json",
+    "catalog.py:_folder": "config.json (a Hugging Face folder's model_type)",
 }
 GIVEN_A_CHECKED_PATH = {  # read a path their only callers got from files.member
     "formats/hf_dir.py:_torch_bin": "pytorch_model.bin (read_state)",
