@@ -1,27 +1,82 @@
 """Side-by-side timing: run the contenders alternately (A B A B ...) in one process and report
 medians and their ratio. The machine is shared and noisy, so only ratios measured in the same run
-mean anything (see README, "Benchmarks")."""
+mean anything (docs/benchmarks.md, "How a benchmark runs").
+
+A busy machine on demand: with GLASSFORMER_BENCH_BUSY=N in the environment, every benchmark built
+on `alternate` / `alternate_apart` measures while N background processes each keep one core busy
+(a Python spin loop the harness starts before the warm-up and kills after the last call), and
+`report` says so in its title, with the run queue it saw. Run a benchmark twice, with and
+without it, to report its ratios idle and busy:
+
+    .venv/bin/python benchmarks/decode_vs_hf.py
+    GLASSFORMER_BENCH_BUSY=1 .venv/bin/python benchmarks/decode_vs_hf.py
+"""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+
+BUSY = "GLASSFORMER_BENCH_BUSY"
+_seen_load: list[str] = []  # what `busy` saw, for `report`'s title
+
+
+def busy_processes() -> int:
+    """How many spinning processes the environment asks for (GLASSFORMER_BENCH_BUSY, default 0)."""
+    value = os.environ.get(BUSY, "0")
+    if not value.isdigit():
+        raise SystemExit(f"{BUSY}={value!r}: give a number of busy processes, such as 1 or 2")
+    return int(value)
+
+
+def run_queue() -> str:
+    """The kernel's runnable / total tasks right now (/proc/loadavg's 4th field), and the
+    1-minute load average."""
+    try:
+        fields = open("/proc/loadavg").read().split()
+        return f"runnable/total tasks {fields[3]}, load average {fields[0]}"
+    except OSError:
+        return f"load average {os.getloadavg()[0]:.2f}"
+
+
+@contextlib.contextmanager
+def busy(n: int | None = None):
+    """While inside, `n` (default: GLASSFORMER_BENCH_BUSY) processes each spin one core at 100%:
+    the background load of a shared machine (a browser, a test run, another job), controlled."""
+    n = busy_processes() if n is None else n
+    spin = [sys.executable, "-c", "while True: pass"]
+    procs = [subprocess.Popen(spin, stdin=subprocess.DEVNULL) for _ in range(n)]
+    try:
+        if n:
+            time.sleep(0.5)  # scheduled and spinning before the first timed call
+            _seen_load.append(f"{n} busy process{'es' * (n > 1)} ({run_queue()})")
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def alternate(
     contenders: dict[str, Callable[[], object]], repeats: int = 7, warmup: int = 1
 ) -> dict[str, list[float]]:
-    """Seconds per call of each contender, measured alternately `repeats` times after warmup."""
-    for fn in contenders.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(repeats):
-        for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
+    """Seconds per call of each contender, measured alternately `repeats` times after warmup
+    (under `busy()`: idle unless GLASSFORMER_BENCH_BUSY asks for load)."""
+    with busy():
+        for fn in contenders.values():
+            for _ in range(warmup):
+                fn()
+        times: dict[str, list[float]] = {name: [] for name in contenders}
+        for _ in range(repeats):
+            for name, fn in contenders.items():
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
     return times
 
 
@@ -39,6 +94,11 @@ def alternate_apart(
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
+    with busy():
+        return _apart(ctx, factory, names, repeats, warmup)
+
+
+def _apart(ctx, factory, names: list[str], repeats: int, warmup: int):
     conns, procs = {}, []
     for name in names:
         mine, theirs = ctx.Pipe()
@@ -81,8 +141,9 @@ def report(
     per: float | None = None,
     per_name: str = "",
 ) -> float:
-    """Print medians (and throughput if `per` items per call); return median(ours)/median(peer)."""
-    print(f"\n{title}")
+    """Print medians (and throughput if `per` items per call); return median(ours)/median(peer).
+    The title says whether the machine was made busy (`busy`) while they were measured."""
+    print(f"\n{title} [{_seen_load[-1] if _seen_load else 'no load added'}]")
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, t in times.items():
         line = f"  {name:<28} median {med[name] * unit:9.2f} {unit_name}"
