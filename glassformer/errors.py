@@ -31,7 +31,8 @@ def install_hint(extra: str | None) -> str:
     Python's pip, installing the clone glassformer runs from again in place (editable, so that
     edits keep taking effect) with `extra` ("serve"; "torch,hf" for two; None: the core
     dependencies) and the versions of its constraints.txt. Where glassformer was not installed
-    from a clone: the extra of the installed package. The command ends the line."""
+    from a clone (it is not on PyPI): the packages the extra names in the installed package's
+    metadata. The command ends the line."""
     pip = f"{shlex.quote(sys.executable)} -m pip install"
     what = (
         "reinstall glassformer's dependencies"
@@ -40,11 +41,32 @@ def install_hint(extra: str | None) -> str:
     )
     root = checkout()
     if root is None:
-        target = "glassformer" if extra is None else f"glassformer[{extra}]"
-        return f"{what}: {pip} {shlex.quote(target)}"
+        needed = " ".join(shlex.quote(r) for r in _requirements(extra))
+        if not needed:  # neither a clone nor installed: the clone's own command, run in it
+            needed = "-c constraints.txt -e " + shlex.quote(f".[{extra}]" if extra else ".")
+            return f"{what}, in a glassformer clone: {pip} {needed}"
+        return f"{what}: {pip} {needed}"
     target = str(root) if extra is None else f"{root}[{extra}]"
     constraints = shlex.quote(str(root / "constraints.txt"))
     return f"{what}: {pip} -c {constraints} -e {shlex.quote(target)}"
+
+
+def _requirements(extra: str | None) -> list[str]:
+    """The requirements the installed glassformer's metadata gives `extra` (None: the core)."""
+    from importlib import metadata
+
+    try:
+        declared = metadata.requires("glassformer") or []
+    except metadata.PackageNotFoundError:
+        return []
+    wanted = set() if extra is None else set(extra.split(","))
+    found = []
+    for line in declared:
+        requirement, _, marker = (part.strip() for part in line.partition(";"))
+        named = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", marker)
+        if (named.group(1) in wanted) if named else (extra is None and not marker):
+            found.append(requirement)
+    return found
 
 
 INSTALL_TORCH = install_hint("torch")

@@ -62,13 +62,20 @@ def test_the_hint_installs_this_clone_in_place_with_its_constraints():
     assert install_hint(None).endswith(f" -e {shlex.quote(str(ROOT))}")
 
 
-def test_outside_a_clone_the_hint_names_the_installed_package(monkeypatch):
+def test_outside_a_clone_the_hint_installs_what_the_extra_names(monkeypatch):
+    """glassformer is not on PyPI: outside a clone the hint installs the packages the installed
+    package's metadata gives the extra (oracle: pyproject.toml's own lists), never a name a
+    stranger could have published."""
+    import tomllib
+
     monkeypatch.setattr(errors, "checkout", lambda: None)
     python = shlex.quote(sys.executable)
-    assert install_hint("serve") == f"install the serve extra: {python} -m pip install " + (
-        "'glassformer[serve]'"
-    )
-    assert install_hint(None).endswith(f"{python} -m pip install glassformer")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    serve = " ".join(shlex.quote(r) for r in project["optional-dependencies"]["serve"])
+    assert install_hint("serve") == f"install the serve extra: {python} -m pip install {serve}"
+    core = " ".join(shlex.quote(r) for r in project["dependencies"])
+    assert install_hint(None).endswith(f"{python} -m pip install {core}")
+    assert "glassformer" not in install_hint("torch").rpartition("pip install")[2]
 
 
 def _pin(name: str) -> str:
