@@ -8,7 +8,13 @@ installed (the serve and test extras); without it BLAS keeps what it read when N
 (OPENBLAS_NUM_THREADS, OMP_NUM_THREADS, MKL_NUM_THREADS), and `use_threads` says so. PyTorch is
 not imported to be set: when it is not loaded yet, its count is set the moment it is (`_Hook`),
 so that a NumPy-only command (explain, walkthrough) starts as fast with --threads as without.
-Nothing here chooses a default: None leaves both libraries as they are.
+
+The default (`default_threads`, when no count is given): the cores this process may use less the
+other tasks runnable when it starts, at least 1. With today's one thread per core, a second
+runnable process makes the threads wait for each other (a command ran 2.2-2.5x slower beside one
+spinning process); taking one thread fewer costs at most 1.10x the best idle and stays within 1.03x
+of one thread busy (docs/benchmarks.md, "Threads on a busy machine"). A count the environment
+sets (OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) is kept.
 
 The device is "cpu" (the default), "cuda" or "cuda:N". The PyTorch engine runs there (its
 weights, inputs and KV cache; results come back to the CPU as NumPy); the reference engine is
@@ -20,8 +26,10 @@ the functions that feed it), parsing options (cli/), the threads' default (the c
 
 from __future__ import annotations
 
+import os
 import re
 import sys
+import time
 
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
 
@@ -76,6 +84,36 @@ def check_device(device: str, engine: str = "auto", dtype: str | None = None) ->
 # -- threads --------------------------------------------------------------------------------------
 
 _torch_threads: list[int] = []  # the count PyTorch takes when it loads (`_Hook`): [] none asked
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def default_threads() -> int | None:
+    """The threads a computation takes when none are given: the cores this process may run on,
+    less the other tasks runnable now, at least 1; None when the environment sets a count
+    (THREAD_VARIABLES): the libraries keep what they read."""
+    if any(os.environ.get(v) for v in THREAD_VARIABLES):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, cores - others_runnable())
+
+
+def others_runnable(readings: int = 3) -> int:
+    """The tasks runnable now besides this one: the least of a few readings, 2 ms apart, of the
+    kernel's count (/proc/loadavg: a task that runs for an instant is no load), less this
+    process; 0 where the count cannot be read."""
+    counts = []
+    for i in range(readings):
+        try:
+            with open("/proc/loadavg") as f:
+                counts.append(int(f.read().split()[3].split("/")[0]))
+        except (OSError, ValueError, IndexError):
+            return 0
+        if i + 1 < readings:
+            time.sleep(0.002)
+    return max(0, min(counts) - 1)
 
 
 def use_threads(n: int) -> str | None:

@@ -86,7 +86,8 @@ class Model:
     device : str
         Where the PyTorch engine runs: "cpu", or a GPU PyTorch sees ("cuda", "cuda:N").
     threads : int, optional
-        PyTorch's and NumPy BLAS's threads, for the whole process (None: as they are).
+        PyTorch's and NumPy BLAS's threads, for the whole process (None: the cores less the
+        other runnable tasks at load, at least 1; a count OMP_NUM_THREADS sets is kept).
 
     Attributes
     ----------
@@ -159,8 +160,9 @@ class Model:
             Where the PyTorch engine runs: "cpu", or a GPU PyTorch sees ("cuda", "cuda:N"; not
             with engine="reference", nor with int8).
         threads : int, optional
-            PyTorch's and NumPy BLAS's threads, for the whole process (None: as they are;
-            `devices.use_threads`).
+            PyTorch's and NumPy BLAS's threads, for the whole process (None: the cores less the
+            other runnable tasks now, at least 1; a count OMP_NUM_THREADS sets is kept;
+            `devices.default_threads`).
 
         Returns
         -------

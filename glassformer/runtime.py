@@ -43,7 +43,8 @@ class Runtime:
     "auto", "torch" or "reference"; dtype: the PyTorch engine's precision for decoding (None:
     each caller's default); on_note: where notes go (None: `notes`); device: where the PyTorch
     engine runs ("cpu", "cuda", "cuda:N"; `devices.check_device`); threads: PyTorch's and BLAS's
-    threads for the whole process (None: as they are; `devices.use_threads`); fix: what a
+    threads for the whole process (None: `devices.default_threads`, the cores less the other
+    runnable tasks, unless OMP_NUM_THREADS or the like is set); fix: what a
     refusal of non-finite values from float32 or int8 suggests (the explorer sets its own)."""
 
     def __init__(
@@ -71,6 +72,8 @@ class Runtime:
         self._gates: dict = {}
         self.device, self.threads = device, threads
         self.preset = False  # a preset's random weights, not a folder's (`Model.load` says)
+        if threads is None:
+            threads = devices.default_threads()  # the cores less the other runnable tasks
         if threads is not None and (told := devices.use_threads(threads)) is not None:
             self.note(told)  # BLAS's threads could not be set
 

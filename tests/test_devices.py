@@ -10,9 +10,11 @@ refusals that are one line (exit 2 on the command line).
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -349,3 +351,82 @@ def test_cuda_evaluate_and_diff_equal_cpu(folders):
     assert engine_diff.diff(gpu_m, "to be", ("reference", "float32"), 1e-3).first_beyond == {
         "float32": None
     }
+
+
+# -- the default: the cores less the other runnable tasks -----------------------------------------
+
+POLICY = """
+import json, os, sys
+os.sched_getaffinity = lambda pid: set(range(int(sys.argv[1])))  # a machine of that many cores
+from glassformer import devices
+devices.others_runnable = lambda readings=3: int(sys.argv[2])  # that many others runnable
+import torch
+start = torch.get_num_threads()
+argv = json.loads(sys.argv[3])
+if argv[0] == "load":
+    import glassformer
+    glassformer.load("hello-world", engine="torch")
+else:
+    from glassformer.cli import main
+    assert main(argv) == 0
+print(json.dumps([start, torch.get_num_threads()]))
+"""
+
+
+def policy(cores: int, others: int, argv: list[str], env: dict | None = None) -> list[int]:
+    """PyTorch's threads before and after `argv` (a command, or ["load"]) in a new interpreter on
+    a machine of `cores` cores with `others` other tasks runnable, no thread count in the
+    environment unless `env` sets one."""
+    clean = {k: v for k, v in os.environ.items() if k not in devices.THREAD_VARIABLES}
+    r = subprocess.run([sys.executable, "-c", POLICY, str(cores), str(others), json.dumps(argv)],
+                       capture_output=True, text=True, env={**clean, **(env or {})})  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_default_threads_are_the_cores_less_the_others_runnable(monkeypatch):
+    for var in devices.THREAD_VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    for others, n in ((0, 4), (1, 3), (3, 1), (9, 1)):
+        monkeypatch.setattr(devices, "others_runnable", lambda readings=3, k=others: k)
+        assert devices.default_threads() == n
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the user's count is kept
+    assert devices.default_threads() is None
+
+
+def test_others_runnable_sees_spinning_processes():
+    """Oracle: the kernel. Two spinning processes are runnable the whole time they live."""
+    spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.3)
+        assert devices.others_runnable() >= 2
+    finally:
+        for p in spin:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize(
+    "argv", [["load"], ["generate", "{dec}", "to be", "--max-new-tokens", "2"]], ids=["load", "cli"]
+)
+def test_a_command_and_load_take_the_cores_less_the_others(folders, argv):
+    argv = [a.format(dec=folders / "dec") for a in argv]
+    assert policy(3, 1, argv)[1] == 2
+    assert policy(3, 0, argv)[1] == 3
+    start, after = policy(3, 0, argv, env={"OMP_NUM_THREADS": "1"})
+    assert after == start == 1  # the environment's count is kept
+
+
+def test_a_new_training_keeps_its_default_threads_and_its_resume_takes_them(folders, tmp_path):
+    from glassformer.training.train import saved_train_config
+
+    run = ["train", "lm", "--data", str(folders / "corpus.txt"), "--out", str(tmp_path / "r"),
+           "--set", "max_steps=1", "--set", "d_model=16", "--set", "n_heads=2", "--set", "d_ff=32",
+           "--set", "max_len=16", "--set", "block_size=16", "--set", "eval_interval=50",
+           "--set", "eval_iters=1", "--quiet"]  # fmt: skip
+    assert policy(3, 1, run)[1] == 2
+    assert saved_train_config(tmp_path / "r").threads == 2  # kept by the run
+    resume = ["train", "lm", "--out", str(tmp_path / "r"), "--resume", "--set", "max_steps=2",
+              "--quiet"]  # fmt: skip
+    assert policy(3, 0, resume)[1] == 2  # the run's count, not today's load

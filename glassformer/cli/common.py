@@ -18,7 +18,7 @@ import numpy as np
 from glassformer import files, interrupts, weights
 from glassformer.cli.flags import ARGPARSE_NAMES, flag, said
 from glassformer.config import PRESETS
-from glassformer.devices import use_threads
+from glassformer.devices import default_threads, use_threads
 from glassformer.errors import INSTALL_TORCH, GlassformerError, Interrupted, install_hint
 from glassformer.model import DTYPES, Model, check_dtype
 from glassformer.results import Result, to_json
@@ -36,8 +36,11 @@ def run(args) -> int:
     installs it. The command's notes follow its output."""
     NOTES.clear()
     try:
-        if getattr(args, "threads", None) is not None:  # the process's, before any work
-            told = use_threads(args.threads)  # (a note when BLAS's threads cannot be set)
+        threads = getattr(args, "threads", None)  # the process's, before any work
+        if threads is None and hasattr(args, "threads") and not getattr(args, "resumable", False):
+            threads = default_threads()  # (train chooses its own: the run keeps it)
+        if threads is not None:
+            told = use_threads(threads)  # (a note when BLAS's threads cannot be set)
             if told is not None:
                 note(told)
         with np.errstate(all="ignore"):  # non-finite values are found and named, not warned of
@@ -297,15 +300,16 @@ def dtype_arg(p: argparse.ArgumentParser, default: str) -> None:
 
 def threads_arg(p: argparse.ArgumentParser, default: int | None = None, says: str = "") -> None:
     """--threads N: PyTorch's and NumPy BLAS's threads for the command (`run` sets them before
-    any work; `devices.use_threads`); None leaves each library's own count."""
+    any work; `devices.use_threads`); None: `devices.default_threads`, the cores less the other
+    runnable tasks at start."""
     p.add_argument(
         "--threads",
         type=option_type("threads"),
         default=default,
         metavar="N",
         help=says
-        or "run PyTorch and NumPy's BLAS on N threads (default: each library's own "
-        "count, one per core)",
+        or "run PyTorch and NumPy's BLAS on N threads (default: the cores less the other "
+        "runnable tasks at start, at least 1; OMP_NUM_THREADS, when set, is kept)",
     )
 
 

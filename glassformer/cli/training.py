@@ -23,7 +23,7 @@ from glassformer.cli.common import (
     threads_arg,
 )
 from glassformer.config import PRESETS, preset
-from glassformer.devices import check_device
+from glassformer.devices import check_device, default_threads, use_threads
 from glassformer.errors import GlassformerError, Interrupted
 from glassformer.inputs import utf8
 from glassformer.training import views
@@ -117,8 +117,10 @@ def _add_train_parser(sub) -> None:
     threads_arg(
         tr,
         says="run PyTorch and NumPy's BLAS on N threads; the run keeps it, as --set threads=N "
-        "(default: each library's own count, one per core)",
+        "(default: the cores less the other runnable tasks when the run starts, at least 1, "
+        "kept by the run for --resume; OMP_NUM_THREADS, when set, is kept)",
     )
+    tr.set_defaults(resumable=True)  # `run` leaves the threads to cmd_train
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)
 
@@ -178,6 +180,9 @@ def cmd_train(args) -> int:
     tcfg = _with_view_every(args, tcfg)
     if args.threads is not None:  # (`run` set them already; the run keeps them, as --set does)
         tcfg = dataclasses.replace(tcfg, threads=args.threads)
+    elif not args.resume and not tcfg.threads and (n := default_threads()) is not None:
+        use_threads(n)  # a new run's default, kept: --resume computes on the same count
+        tcfg = dataclasses.replace(tcfg, threads=n)
     was = T.saved_source(args.out) if args.resume else None  # the data it was trained on
     data = args.data or _recorded(was, "data", args.out)
     data = data or ("tinyshakespeare" if args.task == "lm" else "eng-spa")

@@ -71,7 +71,7 @@ class TrainConfig:
     init: Literal["gpt2", "xavier"] = "gpt2"  # how a new model's weights are drawn (init_weights)
     embed_std: float = 0.0  # std of new token embeddings; 0: the init scheme's own
     seed: int = 1337
-    threads: int = 0  # torch threads (0: torch's default)
+    threads: int = 0  # torch threads (0, a run saved before the default: torch's own count)
     # a training time-lapse (views.py): this probe text's attention maps and metrics, recorded
     # every view_every steps (0: max_steps / 100) into each checkpoint's views.safetensors;
     # "" records none
