@@ -303,6 +303,7 @@ NO_FOLDER_FILE = {
     "files.py:open_regular": "the path its caller gives (a member's result or a user's file)",
     "files.py:read_limited": "the path its caller gives, through open_regular",
     "quantize.py:has_vnni": "/proc/cpuinfo",
+    "devices.py:others_runnable": "/proc/loadavg",
     "serve/app.py:_routes.action": "a request body",
     "serve/app.py:_routes.report": "a request body",
     "serve/app.py:_routes.trace": "a request body",
