@@ -10,8 +10,9 @@ Candidates (each a fresh process, since OpenMP reads its settings when torch loa
 - `cores-minus-load`: `--threads` = the cores less the other runnable tasks at start (at least 1).
 
 The commands: `generate models/char-lm` (greedy, PyTorch float64), `translate models/en-es`
-(beam 4, PyTorch float32, a batch of sentences) and `generate --engine reference` (NumPy:
-OpenBLAS's threads). Each load runs the candidates alternately (A B C D A B C D ...), `--repeats`
+(beam 4, PyTorch float32, a batch of sentences), `generate --engine reference` (NumPy:
+OpenBLAS's threads) and 15 steps of `train lm` (the char-lm preset on Tiny Shakespeare, into a
+temporary folder). Each load runs the candidates alternately (A B C D A B C D ...), `--repeats`
 times after a warm-up; load is `benchmarks/_harness.py`'s spinning processes (0, then
 `--busy` of them). Printed: the median wall time of each, its ratio to the best candidate at that
 load and to `one` (the rule asked for: idle, within ~1.1x of the best; busy, within ~1.3x of one
@@ -27,6 +28,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -43,6 +45,8 @@ COMMANDS = {
     "generate (torch)": GENERATE,
     "translate (torch)": ["translate", "models/en-es", *SENTENCES],
     "generate (reference)": [*GENERATE, "--engine", "reference"],
+    "train (torch)": ["train", "lm", "--out", str(Path(tempfile.gettempdir()) / "thread-policy")]
+    + "--overwrite --quiet --set max_steps=15 --set eval_interval=1000".split(),
 }
 
 
