@@ -34,6 +34,8 @@ from pathlib import Path
 
 from _harness import busy, run_queue
 
+from glassformer.devices import others_runnable
+
 ROOT = Path(__file__).resolve().parents[1]
 GLASSFORMER = [sys.executable, "-c", "from glassformer.cli import main; raise SystemExit(main())"]
 SENTENCES = ["Where is the station?", "The cat is black.", "I would like a cup of coffee.",
@@ -48,14 +50,6 @@ COMMANDS = {
     "train (torch)": ["train", "lm", "--out", str(Path(tempfile.gettempdir()) / "thread-policy")]
     + "--overwrite --quiet --set max_steps=15 --set eval_interval=1000".split(),
 }
-
-
-def others_runnable() -> int:
-    """Runnable tasks other than this process (/proc/loadavg's running count, less 1)."""
-    try:
-        return max(0, int(open("/proc/loadavg").read().split()[3].split("/")[0]) - 1)
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def candidate(name: str) -> tuple[list[str], dict[str, str]]:
