@@ -102,7 +102,7 @@ ARGS: dict[str, Arg] = {
     "engines": EngineList(),
     "engine": Choice(options=ENGINES),
     "device": Of(DEVICE_NAMES, kinds=is_device_name),  # (`devices.check_device`)
-    "threads": Int("at least 1, at most 4096", 1, 4097),  # torch and BLAS take a C int: no overflow
+    "threads": Int("at least 1", 1),
     "embed.engine": Choice(options=("torch", "reference")),
     "dtype": Choice(options=DTYPES),
     "save.dtype": Choice(options=STORABLE_DTYPES),
