@@ -31,7 +31,7 @@ import re
 import sys
 import time
 
-from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError
+from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param
 
 DEVICE_NAMES = "'cpu', 'cuda' or 'cuda:N'"  # what a device may be called
 _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
@@ -116,9 +116,16 @@ def others_runnable(readings: int = 3) -> int:
     return max(0, min(counts) - 1)
 
 
+MAX_THREADS = 4096  # more than any machine's cores; PyTorch and BLAS take a C int
+
+
 def use_threads(n: int) -> str | None:
     """Run PyTorch and NumPy's BLAS on `n` threads from now on, in this whole process (see the
-    module docstring); a note when BLAS cannot be set here (threadpoolctl not installed)."""
+    module docstring); a note when BLAS cannot be set here (threadpoolctl not installed). More
+    than MAX_THREADS is refused here, where the count meets PyTorch's and BLAS's C int (a larger
+    one overflowed there), not in the argument's row, whose wording the command line shares."""
+    if n > MAX_THREADS:
+        raise InputError(f"{param('threads', n)}: must be at most {MAX_THREADS}")
     said = None
     try:
         from threadpoolctl import threadpool_limits

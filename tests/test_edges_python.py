@@ -260,6 +260,13 @@ case(
     cli=["generate", "{run}", "to be", "--threads", "0"],
     cli_says="--threads must be at least 1, got 0",
 )
+case(  # refused before PyTorch's and BLAS's C int overflows (Hypothesis found 2**31, 2**64)
+    "load threads=2**31",
+    lambda m: glassformer.load("tiny", threads=2**31),
+    r"^threads=2147483648: must be at most 4096$",
+    cli=["generate", "{run}", "to be", "--threads", str(2**64)],
+    cli_says="--threads 18446744073709551616: must be at most 4096",
+)
 case(
     "load device='tpu'",
     lambda m: glassformer.load("tiny", device="tpu"),
