@@ -49,6 +49,7 @@ from _harness import alternate, common_prefix, hf_greedy, report
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's glassformer
 
+import glassformer  # noqa: E402
 from glassformer.decoding import greedy  # noqa: E402
 from glassformer.formats import loading  # noqa: E402
 from glassformer.inference import torch_engine  # noqa: E402
@@ -91,7 +92,11 @@ def write_folder(folder: Path, layers: int, max_len: int) -> None:
 
 
 def load_ours(folder: Path, dtype: str):
-    cfg, params, _ = loading.load(folder, np.float32)
+    """The PyTorch engine as a program that only decodes builds it: the weights read in float32
+    straight into the inference form's layout (order "F"), which the engine then shares instead
+    of copying (`loading.load`); `glassformer.load` keeps float64 weights for the reference engine
+    besides (its peak is printed too, "glassformer.load fp32")."""
+    cfg, params, _ = loading.load(folder, np.float32, order="F")
     return torch_engine(cfg, params, dtype)
 
 
@@ -117,7 +122,10 @@ def load_and_decode(folder: str, name: str, threads: int, prompt: list[int], n: 
     quiet()
     kind, precision = name.split()[0], name.split()[-1].replace("fp32", "float32")
     t0 = time.perf_counter()
-    model = (load_ours if kind == "glassformer" else load_peer)(Path(folder), precision)
+    if kind == "glassformer.load":  # the Model's path: float64 weights kept besides
+        model = glassformer.load(folder, engine="torch", threads=threads).runtime.torch(precision)
+    else:
+        model = (load_ours if kind == "glassformer" else load_peer)(Path(folder), precision)
     seconds = time.perf_counter() - t0
     decoder(name, model, torch.tensor([prompt]), n)()
     return seconds, peak_rss_mib()
@@ -208,7 +216,7 @@ def main() -> None:
         print(f"\nload (folder -> ready) and peak RSS after one {n}-token decode, each alone")
         ctx = mp.get_context("spawn")
         with ctx.Pool(1, maxtasksperchild=1) as pool:
-            for name in CONTENDERS:
+            for name in [*CONTENDERS, "glassformer.load fp32"]:
                 job = (str(folder), name, args.threads, prompt[0].tolist(), n)
                 seconds, rss = pool.apply(load_and_decode, job)
                 print(f"  {name:<28} load {seconds:6.2f} s   peak RSS {rss:7.0f} MiB")
