@@ -35,11 +35,13 @@ SENTENCES = [
 ]
 
 
-def start_server(model: str):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def start_server(model: str, extra: list[str] = (), env: dict[str, str] | None = None):
+    """`glassformer serve model` on a free port with `extra` arguments (and `env` added):
+    (the process, host, port) once it listens."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     p = subprocess.Popen(
         [sys.executable, "-m", "glassformer.cli", "serve", model, "--port", "0",
-         "--no-walkthroughs"],
+         "--no-walkthroughs", *extra],
         stdout=subprocess.PIPE, text=True, env=env, cwd=ROOT,
     )  # fmt: skip
     line = p.stdout.readline()

@@ -2,13 +2,14 @@
 
 `int8(model)` turns a float32 `torch_model.Transformer` into its int8 form: every `nn.Linear` (Wq,
 Wk, Wv, W_O, W1, W2, a gated FFN's W3, an untied output head, a classifier) becomes an
-`Int8Linear` in the slot the model declares for it, and a tied output head (the token embedding
-used as the output projection) gets an int8 copy of its own in `Transformer.output_head`. This is
-PyTorch's dynamic quantization, with PyTorch's own kernel (`quantized::linear_dynamic`, the one
-behind `torch.ao.quantization.quantize_dynamic`): weights are stored as int8, one scale per output
-row (symmetric, scale = max|row| / 127.5); each call quantizes its input to uint8 (one scale and
-zero point per call, from the input's range) and accumulates in int32. Embedding lookups,
-LayerNorm and RMSNorm, rotary positions, attention (SDPA) and the KV cache stay float32.
+`Int8Linear` in the slot the model declares for it (a self-attention's Wq, Wk and Wv one, in
+`MultiHeadAttention.qkv_int8`: its input is quantized once), and a tied output head (the token
+embedding used as the output projection) gets an int8 copy of its own in `Transformer.output_head`.
+This is PyTorch's dynamic quantization, with PyTorch's own kernel (`quantized::linear_dynamic`,
+the one behind `torch.ao.quantization.quantize_dynamic`): weights are stored as int8, one scale
+per output row (symmetric, scale = max|row| / 127.5); each call quantizes its input to uint8
+(one scale and zero point per call, from the input's range) and accumulates in int32. Embedding
+lookups, LayerNorm and RMSNorm, rotary positions, attention and the KV cache stay float32.
 
 Why: at batch 1 decoding reads every weight once per token, so it runs at the memory-bandwidth
 floor; int8 weights are a quarter of float32's bytes. The tied head is a third of GPT-2-small's
@@ -30,7 +31,7 @@ import torch
 from torch import Tensor, nn
 
 from glassformer.errors import GlassformerError, param
-from glassformer.torch_model import Transformer
+from glassformer.torch_model import Transformer, self_attentions
 
 # Symmetric int8 over [-128, 127]: the per-channel scale torch's PerChannelMinMaxObserver
 # (qint8, per_channel_symmetric) computes, so that `int8` equals torch's own quantize_dynamic.
@@ -136,6 +137,11 @@ def int8(model: Transformer) -> Transformer:
     if param.dtype != torch.float32:
         raise GlassformerError(f"int8 quantization starts from float32 weights, not {param.dtype}")
     cfg = model.cfg
+    for m in self_attentions(model).values():  # self-attention: Q, K and V from one int8 product
+        parts = (m.q, m.k, m.v)
+        b = None if m.q.bias is None else torch.cat([p.bias for p in parts])
+        m.qkv_int8 = Int8Linear(torch.cat([p.weight for p in parts]), b)
+        m.q = m.k = m.v = None  # held once, in qkv_int8
     if cfg.has_decoder and cfg.tie_embeddings:
         b = model.lm_head.bias if cfg.lm_bias else None
         model.output_head = Int8Linear(model.decoder.tok_embed.weight, b)

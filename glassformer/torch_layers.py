@@ -149,6 +149,7 @@ class MultiHeadAttention(nn.Module):
         self.explicit = False  # force the explicit path (it is also used whenever tracing)
         self.qkv_t: Tensor | None = None  # the inference form's [Wq; Wk; Wv] (C, H*D + 2*KV*D) ...
         self.qkv_b: Tensor | None = None  # ... and its bias, both set by `inference_layout`
+        self.qkv_int8: nn.Module | None = None  # the int8 form's [Wq; Wk; Wv] (`quantize.int8`)
 
     @property
     def sizes(self) -> tuple[int, int, int]:
@@ -163,14 +164,16 @@ class MultiHeadAttention(nn.Module):
         """Q (B, H, T, D), K, V (B, KV, T, D) of self-attention, x (B, T, C). With gradients on:
         one matmul with [Wq; Wk; Wv] concatenated per call (training: one GEMM instead of three).
         In inference, one matmul with the concatenation `inference_layout` stored once (Wq, Wk,
-        Wv are views into it), else three (the copy per call would cost more memory traffic
-        than it saves)."""
+        Wv are views into it), or the int8 form's one int8 product, else three (the copy per call
+        would cost more memory traffic than it saves)."""
         if torch.is_grad_enabled():
             W = torch.cat([self.q.weight, self.k.weight, self.v.weight])  # (H*D + 2*KV*D, C)
             b = None if self.q.bias is None else torch.cat([self.q.bias, self.k.bias, self.v.bias])
             qkv = F.linear(x, W, b)  # (B, T, H*D + 2*KV*D)
         elif self.qkv_t is not None:
             qkv = F.linear(x, self.qkv_t.t(), self.qkv_b)  # (B, T, H*D + 2*KV*D)
+        elif self.qkv_int8 is not None:  # one quantization of x instead of three
+            qkv = self.qkv_int8(x)  # (B, T, H*D + 2*KV*D)
         else:
             q, k, v = self.q(x), self.k(x), self.v(x)
             return self._heads(q, self.H), self._heads(k, self.KV), self._heads(v, self.KV)

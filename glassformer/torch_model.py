@@ -475,7 +475,7 @@ def inference_layout(model: Transformer) -> Transformer:
     keeps PyTorch's own layout; `.to()` after it would copy the views apart. A float model's (not
     quantize.int8's: one form or the other)."""
     with torch.no_grad():
-        for m in _fused(model).values():  # Wq, Wk, Wv become views into one (C, H*D + 2*KV*D)
+        for m in self_attentions(model).values():  # Wq, Wk, Wv: views into one (C, H*D + 2*KV*D)
             parts = (m.q, m.k, m.v)
             ws = [p.weight.t() for p in parts]  # (C, H*D), (C, KV*D), (C, KV*D)
             m.qkv_t = _columns_of_one(ws)  # laid out so already (`inference_arrays`): no copy
@@ -494,7 +494,7 @@ def inference_layout(model: Transformer) -> Transformer:
     return model
 
 
-def _fused(model: Transformer) -> dict[str, MultiHeadAttention]:
+def self_attentions(model: Transformer) -> dict[str, MultiHeadAttention]:
     """{name: module} of every block's self-attention, whose Wq, Wk, Wv the inference form fuses."""
     blocks = ((n, m) for n, m in model.named_modules() if isinstance(m, Block))
     return {f"{n}.self_attn": m.self_attn for n, m in blocks}
@@ -504,7 +504,7 @@ def _transposed(model: Transformer) -> dict[str, nn.Module]:
     """{name: module} of the other weights the inference form stores (in, out): every linear layer
     but the fused ones, and the embedding a tied head reads (row lookups in it get slower, by
     microseconds)."""
-    fused = {f"{n}.{x}" for n in _fused(model) for x in "qkv"}
+    fused = {f"{n}.{x}" for n in self_attentions(model) for x in "qkv"}
     out = {n: m for n, m in model.named_modules() if isinstance(m, nn.Linear) and n not in fused}
     if model.cfg.tie_embeddings and model.decoder is not None:
         out["decoder.tok_embed"] = model.decoder.tok_embed
@@ -534,7 +534,7 @@ def inference_arrays(cfg: Config, params: dict[str, np.ndarray]) -> dict[str, np
     (when nothing else holds the old arrays)."""
     with torch.device("meta"):
         model = Transformer(cfg, init=None)  # for the names only: the same walk as the layout's
-    for name in _fused(model):
+    for name in self_attentions(model):
         names = [f"{name}.{x}.weight" for x in "qkv"]
         parts = [params[n] for n in names]  # (H*D, C), (KV*D, C), (KV*D, C)
         fused = np.empty((cfg.d_model, sum(len(w) for w in parts)), np.result_type(*parts))

@@ -106,7 +106,7 @@ def test_the_forms_set_only_what_the_model_declares():
     """int8 and the inference layout attach nothing from outside: every module of the model file
     and of its layers' (Transformer, Stack, Block, attention, FFN, norms) has the same attribute
     names before and after, each form filling slots its __init__ declared (`output_head`,
-    `qkv_t`, the linear layers)."""
+    `qkv_t`, `qkv_int8`, the linear layers)."""
     from glassformer.torch_model import inference_layout
 
     def names(model):
@@ -122,7 +122,8 @@ def test_the_forms_set_only_what_the_model_declares():
         assert names(q) == fresh
         assert names(inference_layout(float_model(cfg))) == fresh
         attn = q.decoder.layers[0].self_attn
-        assert attn.qkv_t is None and isinstance(attn.q, Int8Linear)
+        assert attn.qkv_t is None and isinstance(attn.qkv_int8, Int8Linear)
+        assert attn.q is attn.k is attn.v is None  # held once, in the fused one
 
 
 def test_int8_equals_torch_quantize_dynamic_per_channel():
