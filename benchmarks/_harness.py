@@ -131,6 +131,11 @@ def _worker(factory, name: str, conn, warmup: int) -> None:
         conn.send(time.perf_counter() - t0)
 
 
+def load_seen() -> str:
+    """What `busy` added to the machine last ("no load added" when nothing), for a title."""
+    return _seen_load[-1] if _seen_load else "no load added"
+
+
 def report(
     title: str,
     times: dict[str, list[float]],
@@ -143,7 +148,7 @@ def report(
 ) -> float:
     """Print medians (and throughput if `per` items per call); return median(ours)/median(peer).
     The title says whether the machine was made busy (`busy`) while they were measured."""
-    print(f"\n{title} [{_seen_load[-1] if _seen_load else 'no load added'}]")
+    print(f"\n{title} [{load_seen()}]")
     med = {name: statistics.median(t) for name, t in times.items()}
     for name, t in times.items():
         line = f"  {name:<28} median {med[name] * unit:9.2f} {unit_name}"

@@ -2,7 +2,7 @@
 and tied output head quantized by `glassformer.quantize.int8`) and in fp32, against Hugging Face
 `generate` in fp32, on the same GPT-2-small-sized random weights (124M parameters), batch 1,
 16-token prompt, 128 new tokens, KV cache on; the three measured alternately in one process.
-Targets: int8 >= 2.5x Hugging Face's tokens/s, fp32 >= 1.1x.
+Targets: int8 >= 3x Hugging Face's fp32 tokens/s (issue 38; 2.5x before), fp32 >= 1.1x, idle.
 
 At batch 1 a token reads every weight once: ~498 MB in fp32, ~124 MB in int8 (plus a float32
 embedding row), so memory bandwidth sets the pace. Also printed: how many of the 128 tokens int8
@@ -67,7 +67,7 @@ def main() -> None:
     r32 = statistics.median(times["glassformer fp32"]) / statistics.median(
         times["HF generate fp32"]
     )
-    print(f"  tokens/s ratio int8 / HF fp32 = {1 / r8:.3f}  (target >= 2.5)")
+    print(f"  tokens/s ratio int8 / HF fp32 = {1 / r8:.3f}  (target >= 3, idle)")
     print(f"  tokens/s ratio fp32 / HF fp32 = {1 / r32:.3f}  (target >= 1.1)")
     print(f"  fp32 tokens equal HF's: {ids['fp32'] == ids['hf']}")
     same = common_prefix(ids["int8"], ids["fp32"]) - prompt.shape[1]

@@ -8,7 +8,8 @@
 # what it shows: docs/learn/time-lapse.md.
 #
 #   recipes/induction-heads.sh            # runs/induction (the run), runs/induction-model
-#   THREADS=2 recipes/induction-heads.sh  # PyTorch's and BLAS's threads (default: their own)
+#   THREADS=2 recipes/induction-heads.sh  # PyTorch's and BLAS's threads (default: glassformer's, the
+#                                         # cores less the other runnable tasks at start)
 #   glassformer explain runs/induction --over-training --html runs/induction.html
 #   glassformer serve runs/induction      # the explorer's Training tab
 #
