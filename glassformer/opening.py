@@ -48,10 +48,12 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
         raise CheckpointError(nowhere(str(path_or_preset)))
     if seed is not None:
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
-    if (imported := loading.foreign(p)) is not None:  # a Hugging Face or nanoGPT folder
+    # The weights as stored (float32 unless the file holds float64; `weights.Float64Weights`
+    # widens them when the reference engine asks), matrices laid out for the float32 engine.
+    if (imported := loading.foreign(p, None, "F")) is not None:  # a Hugging Face or nanoGPT
         cfg, params, tok, family = imported
         return Parts(cfg, params, tok, name=str(p), path=p.absolute(), family=family)
-    cfg, params, tok = weights.load(p)
+    cfg, params, tok = weights.load(p, None)
     labels = weights.load_labels(p, cfg)
     # The folder it was read from, absolute (a later chdir changes nothing): never written to.
     return Parts(cfg, params, tok, name=str(p), labels=labels, path=p.absolute())

@@ -1,7 +1,8 @@
 """The plumbing of one loaded model: what `Model`'s verbs, the command line (`cli/`), the explorer
 (`serve/`) and the modules that do the work (`generating.py`, `touch.py`, `evaluating.py`) share.
 
-A `Runtime` holds the config, float64 weights, tokenizer and class names, the engine choice and
+A `Runtime` holds the config, float64 weights (`weights.Float64Weights`: widened from the
+stored ones when first asked for), tokenizer and class names, the engine choice and
 its precision, and makes each PyTorch engine once (`torch(dtype)`, under a lock: the explorer
 asks from many threads). It gives the next-token step functions decoding runs on (`step`,
 `many_step`), the reference engine's forward (`reference_run`), one decoding with the notes that
@@ -61,6 +62,8 @@ class Runtime:
         device: str = "cpu",
         threads: int | None = None,
     ):
+        if not all(isinstance(x, np.ndarray) and x.dtype == np.float64 for x in params.values()):
+            params = weights.Float64Weights(params)  # float64 when asked (a dict of it: itself)
         self.cfg, self.params, self.tok, self.labels = cfg, params, tok, labels
         self.name, self.engine, self.dtype = name, engine, dtype
         self.on_note = on_note
@@ -225,7 +228,10 @@ class Runtime:
                         ) from None
                     self._engines[key] = None
                 else:
-                    self._engines[key] = inference.torch_engine(self.cfg, self.params, *key)
+                    # float32 and int8 from the weights as stored: a float32 array is shared
+                    stored = getattr(self.params, "stored", self.params)
+                    given = self.params if dtype == "float64" else stored
+                    self._engines[key] = inference.torch_engine(self.cfg, given, *key)
             return self._engines[key]
 
     def cached(self, name: str, make: Callable):

@@ -141,6 +141,33 @@ def test_the_engine_shares_the_arrays_and_gives_the_same_logits(folder):
         assert attn.qkv_t.data_ptr() in [lo for lo, _ in spans]
 
 
+def test_a_loaded_model_holds_its_float32_weights_once_until_float64_is_asked(folder):
+    """`glassformer.load` reads the folder's float32 weights as stored and makes its float32
+    engine over them (a view of each, but self-attention's Wq, Wk, Wv, fused by a copy): the
+    peak stays near one float32 copy (it held float64 weights beside a float32 engine before:
+    3x). The float64 weights the reference engine reads are widened when first asked for,
+    exactly, and kept; the engine's logits are those of the engine made from the arrays."""
+    import glassformer
+
+    path, want = folder
+    ids = torch.tensor([[5, 900, 17, 8000, 3, 3, 42]])
+    _, plain, _ = loading.load(path, np.float32)
+    with torch.no_grad():
+        expected = torch_engine(CFG, plain, "float32")(ids)
+    del plain
+    glassformer.load(path, engine="torch").runtime.torch("float32")  # imports: not counted
+    m, peak = peak_bytes(lambda: glassformer.load(path, engine="torch"))
+    model, more = peak_bytes(lambda: m.runtime.torch("float32"))
+    stored = m.runtime.params.stored
+    size = nbytes(stored)
+    assert all(x.dtype == np.float32 for x in stored.values())
+    assert max(peak, size + more) < 1.2 * size, f"{max(peak, size + more) / size:.2f}x the weights"
+    with torch.no_grad():
+        assert torch.equal(model(ids), expected)
+    wide = m.params[EMBED]
+    assert wide.dtype == np.float64 and np.array_equal(wide, want[EMBED]) and m.params[EMBED] is wide
+
+
 def _bases(params) -> list[np.ndarray]:
     out = []
     for x in params.values():

@@ -32,6 +32,7 @@ from glassformer.errors import (
     TokenizerError,
 )
 from glassformer.formats import hf, hf_llama, hf_pegasus
+from glassformer.weights import stored_dtype
 
 CONFIG_FILE = "config.json"
 OUR_TOKENIZER = "glassformer-tokenizer.json"  # the exact glassformer tokenizer of an export
@@ -336,10 +337,11 @@ def _torch_bin(f: Path) -> dict[str, np.ndarray]:
 def _as_dtype(params: dict, names: list[str], dtype, order: str = "K") -> dict:
     """{name: array in dtype and order} in `names` order, each converted as it is taken out of
     `params`: one at a time, so that a float32 file read as float64 holds the float64 weights and
-    one float32 tensor at most, never both sets."""
+    one float32 tensor at most, never both sets. dtype None: as stored (`weights.stored_dtype`)."""
     out = {}
     for n in names:
-        out[n] = np.asarray(params.pop(n), dtype=dtype, order=order)
+        x = params.pop(n)
+        out[n] = np.asarray(x, dtype=dtype or stored_dtype(x), order=order)
     return out
 
 

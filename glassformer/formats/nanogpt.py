@@ -48,6 +48,7 @@ from glassformer.errors import (
     TokenizerError,
     param,
 )
+from glassformer.weights import stored_dtype
 
 CKPT_FILE = "ckpt.pt"  # nanoGPT's out_dir/ckpt.pt
 META_FILE = "meta.pkl"  # nanoGPT's data/<dataset>/meta.pkl, read beside ckpt.pt
@@ -535,7 +536,7 @@ def load(
     cfg = model_config(ckpt.get("model_args"), state, where)
     check_fits(cfg, where=where)
     params = to_glassformer(state, cfg)
-    params = {n: np.asarray(x, dtype=dtype) for n, x in params.items()}
+    params = {n: np.asarray(x, dtype=dtype or stored_dtype(x)) for n, x in params.items()}
     check(cfg, params, where=where)
     notes: list[str] = []
     if cfg.vocab_size == 50304:
