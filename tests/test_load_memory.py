@@ -165,7 +165,8 @@ def test_a_loaded_model_holds_its_float32_weights_once_until_float64_is_asked(fo
     with torch.no_grad():
         assert torch.equal(model(ids), expected)
     wide = m.params[EMBED]
-    assert wide.dtype == np.float64 and np.array_equal(wide, want[EMBED]) and m.params[EMBED] is wide
+    assert wide.dtype == np.float64 and np.array_equal(wide, want[EMBED])
+    assert m.params[EMBED] is wide  # widened once, kept
 
 
 def _bases(params) -> list[np.ndarray]:
