@@ -490,3 +490,42 @@ def test_the_explorers_training_tab_in_chromium(browser, server, run_dir):  # no
     assert not driver.execute_script("return document.getElementById('tab-attention').hidden")
     errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
     assert errors == [], errors
+
+
+def test_a_model_with_views_opens_on_its_probe_and_its_best_head_in_chromium(  # noqa: F811
+    browser, server
+):
+    """Issue 39, friction 8: a model trained with a time-lapse opens on its probe text (not the
+    decoders' default line), and "read the probe" opens the Attention tab on the head the
+    time-lapse shows, at first the one with the highest prefix-matching score of the last frame
+    (here layer 1, head 1: `hand_made_frames`), not on layer 0, head 0."""
+    driver = need(browser)
+    driver.get_log("browser")
+    driver.get(server + "#model=timelapse-run")
+    ready = "return document.getElementById('app').dataset.ready"
+    end = time.time() + 60
+    while not driver.execute_script(ready):
+        assert time.time() < end
+        time.sleep(0.05)
+    assert driver.execute_script("return document.getElementById('text').value") == PROBE
+    driver.execute_script("document.querySelector('.tabs [data-tab=training]').click()")
+    end = time.time() + 60
+    while driver.execute_script("return document.getElementById('tab-training').dataset.ready") != (
+        "timelapse-run"
+    ):
+        assert time.time() < end
+        time.sleep(0.05)
+    driver.execute_script("document.getElementById('text').value = 'dcba'")  # moved away
+    driver.execute_script("document.querySelector('#tab-training .tl-probe').click()")
+    shown = (
+        "const v = id => document.getElementById(id).value;"
+        "return !document.getElementById('tab-attention').hidden && v('text') === arguments[0]"
+        " && document.getElementById('app').dataset.ready && [v('site'), v('layer'), v('head')]"
+    )
+    end = time.time() + 60
+    while not (picked := driver.execute_script(shown, PROBE)) or picked[1:] != ["1", "1"]:
+        assert time.time() < end, picked
+        time.sleep(0.05)
+    assert picked == ["decoder.self_attn", "1", "1"]
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors

@@ -23,9 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from glassformer.errors import GlassformerError
+from glassformer.errors import CheckpointError, GlassformerError
 from glassformer.model import Model
 from glassformer.trace import Trace
+from glassformer.training import views
 from glassformer.training.views import VIEWS_FILE
 
 
@@ -59,10 +60,21 @@ class Entry:
     error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     folder: Path | None = None  # a model folder given to `serve` (None: a walkthrough)
+    _probe: str | None = None  # the time-lapse's probe text, read once (`probe`)
 
     def has_views(self) -> bool:
         """Whether the folder holds a training time-lapse (`train --snapshot-views`)."""
         return self.folder is not None and os.path.lexists(self.folder / VIEWS_FILE)
+
+    def probe(self) -> str | None:
+        """The probe text of the folder's time-lapse (the text the page opens on), or None."""
+        if self._probe is None and self.has_views():
+            try:
+                recorded = views.load(self.folder)
+            except CheckpointError:  # the Training tab says why; the page opens as usual
+                recorded = None
+            self._probe = recorded.text if recorded is not None else ""
+        return self._probe or None
 
     def listing(self) -> dict:
         item = {
@@ -76,6 +88,8 @@ class Entry:
             item["error"] = self.error
         if isinstance(self.loaded, Model):
             item |= describe(self.loaded) | {"views": self.has_views()}
+            if item["views"] and (probe := self.probe()) is not None:
+                item["probe"] = probe
         elif isinstance(self.loaded, Fixed):
             item |= {"arch": "walkthrough", "text": self.loaded.text, "typing": False}
         return item

@@ -209,9 +209,12 @@
   }
   function guessText(info) {
     if (info.id === "hello-world-model") return "hello world";
+    if (info.probe) return info.probe;  // the text its training time-lapse followed
     return DEFAULT_TEXT[info.arch] || "Hello world.";
   }
   $("model").addEventListener("change", e => chooseModel(e.target.value));
+  // timelapse.js: the head the next run's Attention tab opens on ({site, layer, head})
+  app.addEventListener("gf-pick-head", e => { state.want = e.detail; });
 
   // -- typing: the run -------------------------------------------------------------------------
   // A key press runs the model at once when no run is under way; keys pressed during a run wait
@@ -382,7 +385,9 @@
     $("tab-attention").querySelector(".picker").hidden = !maps.length;
     if (!maps.length) { state.mapName = null; $("map").replaceChildren(el("p", { class: "sub", text: "This run has no attention maps." })); return; }
     const sites = H.unique(maps.map(a => a.site));
-    const keep = site.value || state.site;
+    const want = state.want;  // a head asked for from elsewhere (the Training tab), once
+    state.want = null;
+    const keep = want ? want.site : site.value || state.site;
     site.replaceChildren(...sites.map(s => new Option((s || "the article's heads") + " · " + maps.find(a => a.site === s).kind, s)));
     for (const [s, why] of Object.entries(NO_SITE[run.arch] || {})) {
       const o = new Option(s + " · " + why, s);
@@ -391,13 +396,13 @@
       site.append(o);
     }
     site.value = sites.includes(keep) ? keep : sites[0];
-    pickLayerHead();
+    pickLayerHead(want && want.site === site.value ? want : null);
   }
-  function pickLayerHead() {
+  function pickLayerHead(want) {  // want: {layer, head} to choose, else the choice stays
     const maps = state.run.attention, here = maps.filter(a => a.site === site.value);
-    H.fill(layer, H.unique(here.map(a => key(a.layer))), "layer");
+    H.fill(layer, H.unique(here.map(a => key(a.layer))), "layer", want ? key(want.layer) : undefined);
     const inLayer = here.filter(a => key(a.layer) === layer.value);
-    H.fill(head, H.unique(inLayer.map(a => key(a.head))), "head");
+    H.fill(head, H.unique(inLayer.map(a => key(a.head))), "head", want ? key(want.head) : undefined);
     const chosen = inLayer.find(a => key(a.head) === head.value) || here[0];
     state.site = site.value; state.layer = chosen.layer; state.head = chosen.head;
     state.mapName = chosen.name;

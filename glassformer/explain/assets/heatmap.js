@@ -244,8 +244,7 @@ window.glassformerHeatmap = window.glassformerHeatmap || (function () {
   }
 
   // A picker: fill a <select> with options ("" shows as —), keeping the chosen one if it is there.
-  function fill(select, options, label) {
-    const keep = select.value;
+  function fill(select, options, label, keep = select.value) {  // keep: the value to keep
     select.replaceChildren(...options.map(o => new Option(o === "" ? "—" : label + " " + o, o)));
     select.value = options.includes(keep) ? keep : options[0];
     select.disabled = options.length < 2;

@@ -148,7 +148,7 @@ window.glassformerTimelapse = window.glassformerTimelapse || (function () {
 
   // -- the component --------------------------------------------------------------------------
   // mount(root, data, opts): the time-lapse in `root`. opts.tip: the tooltip element (default:
-  // the page's .gf-tip); opts.onProbe: a button "read the probe in the Attention tab" calls it.
+  // the page's .gf-tip); opts.onProbe: a button "read the probe in the Attention tab" calls it with the text and the head shown ({site, layer, head}).
   function mount(root, data, opts) {
     opts = opts || {};
     const frames = data.frames, n = frames.length, words = data.words;
@@ -172,7 +172,8 @@ window.glassformerTimelapse = window.glassformerTimelapse || (function () {
     const mapBox = el("div", { class: "hm tl-hm" });
     const grid = el("div", { class: "tl-grid" });
     const headCharts = el("div", { class: "tl-head-charts" }), charts = el("div", { class: "tl-charts" });
-    const probe = opts.onProbe ? el("button", { type: "button", class: "tl-probe", text: "read the probe with the final weights (Attention tab)", onclick: () => opts.onProbe(data.text) }) : null;
+    const probe = opts.onProbe ? el("button", { type: "button", class: "tl-probe", text: "read the probe with the final weights (Attention tab)", onclick: () => opts.onProbe(data.text, pick()) }) : null;
+    const pick = () => ({ site: siteOf(state.site).group, layer: siteOf(state.site).layer, head: state.head });  // the head shown
     root.replaceChildren(
       el("p", { class: "what", text: words.prefix + " " + words.previous }),
       el("p", { class: "shows tl-headline", text: words.headline }),
@@ -336,7 +337,8 @@ window.glassformerTimelapse = window.glassformerTimelapse || (function () {
       }
       if (want !== model) return;  // another model was chosen meanwhile
       shown = want;
-      view = mount(box, data, { onProbe: text => {
+      view = mount(box, data, { onProbe: (text, head) => {
+        app.dispatchEvent(new CustomEvent("gf-pick-head", { detail: head }));  // explorer.js
         const t = document.getElementById("text");
         t.value = text;
         t.dispatchEvent(new Event("input"));
