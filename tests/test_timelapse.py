@@ -492,22 +492,35 @@ def test_the_explorers_training_tab_in_chromium(browser, server, run_dir):  # no
     assert errors == [], errors
 
 
-def test_a_model_with_views_opens_on_its_probe_and_its_best_head_in_chromium(  # noqa: F811
-    browser, server
+def test_a_model_with_views_opens_on_its_probe_and_its_best_head_in_chromium(
+    browser,  # noqa: F811
+    server,
 ):
     """Issue 39, friction 8: a model trained with a time-lapse opens on its probe text (not the
-    decoders' default line), and "read the probe" opens the Attention tab on the head the
-    time-lapse shows, at first the one with the highest prefix-matching score of the last frame
-    (here layer 1, head 1: `hand_made_frames`), not on layer 0, head 0."""
+    decoders' default line) and on the head with the highest prefix-matching score of the last
+    frame (here layer 1, head 1: `hand_made_frames`), not on layer 0, head 0; and "read the
+    probe" opens the Attention tab on the head the time-lapse shows, at first that one."""
     driver = need(browser)
     driver.get_log("browser")
+    driver.get("about:blank")  # a fresh page (only the hash changing would not reload it)
     driver.get(server + "#model=timelapse-run")
     ready = "return document.getElementById('app').dataset.ready"
     end = time.time() + 60
     while not driver.execute_script(ready):
         assert time.time() < end
         time.sleep(0.05)
+    picked = (
+        "const v = id => document.getElementById(id).value;"
+        "return [v('site'), v('layer'), v('head')]"
+    )
     assert driver.execute_script("return document.getElementById('text').value") == PROBE
+    assert driver.execute_script(picked) == ["decoder.self_attn", "1", "1"]
+    for pick in ("layer", "head"):  # a learner looks at another head
+        driver.execute_script(
+            f"const s = document.getElementById('{pick}'); s.value = '0';"
+            "s.dispatchEvent(new Event('change'))"
+        )
+    assert driver.execute_script(picked)[1:] == ["0", "0"]
     driver.execute_script("document.querySelector('.tabs [data-tab=training]').click()")
     end = time.time() + 60
     while driver.execute_script("return document.getElementById('tab-training').dataset.ready") != (

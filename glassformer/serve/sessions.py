@@ -60,20 +60,24 @@ class Entry:
     error: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     folder: Path | None = None  # a model folder given to `serve` (None: a walkthrough)
-    _probe: str | None = None  # the time-lapse's probe text, read once (`probe`)
+    _probe: dict | None = None  # the time-lapse's probe text and best head, read once (`probe`)
 
     def has_views(self) -> bool:
         """Whether the folder holds a training time-lapse (`train --snapshot-views`)."""
         return self.folder is not None and os.path.lexists(self.folder / VIEWS_FILE)
 
-    def probe(self) -> str | None:
-        """The probe text of the folder's time-lapse (the text the page opens on), or None."""
+    def probe(self) -> dict | None:
+        """What the page opens on for a folder with a time-lapse: {"text": its probe text,
+        "head": {"site", "layer", "head"} of the highest prefix-matching score in the last
+        frame, or None}; None without a time-lapse."""
         if self._probe is None and self.has_views():
             try:
                 recorded = views.load(self.folder)
             except CheckpointError:  # the Training tab says why; the page opens as usual
                 recorded = None
-            self._probe = recorded.text if recorded is not None else ""
+            self._probe = {} if recorded is None else {"text": recorded.text, "head": None}
+            if recorded is not None and recorded.frames:
+                self._probe["head"] = _best_head(recorded.frames[-1].metrics)
         return self._probe or None
 
     def listing(self) -> dict:
@@ -89,10 +93,26 @@ class Entry:
         if isinstance(self.loaded, Model):
             item |= describe(self.loaded) | {"views": self.has_views()}
             if item["views"] and (probe := self.probe()) is not None:
-                item["probe"] = probe
+                item["probe"], item["probe_head"] = probe["text"], probe["head"]
         elif isinstance(self.loaded, Fixed):
             item |= {"arch": "walkthrough", "text": self.loaded.text, "typing": False}
         return item
+
+
+def _best_head(metrics: dict) -> dict | None:
+    """{"site": "decoder.self_attn", "layer": 1, "head": 1}: the head with the highest
+    prefix-matching score in a frame's metrics (`views.frame_metrics`), or None."""
+    scored = [
+        (score, name, h)
+        for name, per in metrics.get("prefix", {}).items()
+        for h, score in enumerate(per)
+        if score is not None
+    ]
+    if not scored:
+        return None
+    _, name, h = max(scored, key=lambda x: x[0])  # the first of equal scores
+    stack, layer, kind = name.split(".")  # "decoder.1.self_attn"
+    return {"site": f"{stack}.{kind}", "layer": int(layer), "head": h}
 
 
 def describe(m: Model) -> dict:

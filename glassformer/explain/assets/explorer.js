@@ -199,7 +199,10 @@
     applies(t, fixed ? "a walkthrough runs the article's own input: choose a model to type" : "");
     if (fixed) t.value = info.text || "";
     else if (text) t.value = text;
-    else t.value = guessText(info);
+    else {
+      t.value = guessText(info);
+      if (info.probe && t.value === info.probe && info.probe_head) state.want = info.probe_head;  // its induction head
+    }
     state.text = t.value;
     $("text-b").value = state.text;
     $("model-info").textContent = (info.description || "") + (info.summary ? " · " + info.summary : "");
