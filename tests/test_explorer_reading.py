@@ -582,3 +582,17 @@ def test_each_beam_node_has_the_distribution_its_token_came_from_and_the_winner_
         why["runner_up"]["text"] == "Hola a todo el mundo."
         and why["runner_up"]["score"] < why["score"]
     )
+
+
+def test_one_new_token_is_said_in_the_singular(page):
+    """Issue 39, friction 9: "1 new tokens". A 63-character prompt to the char-LM (max_len 64)
+    with 2 new tokens: the page says to ask for "1 new token or fewer"."""
+    text = ("ROMEO: But soft, what light through yonder window breaks? It is t")[:63]
+    driver = page("model=char-lm&text=" + text)
+    driver.find_element("css selector", "[data-tab=generate]").click()
+    until(driver, "return document.querySelector('#gen-step-view .dist')")
+    driver.execute_script("document.getElementById('max-new').value = '2'")
+    choose(driver, "strategy", "sample")
+    until(driver, "return document.querySelectorAll('#gen-out .text .new').length === 2")
+    slid = js(driver, "document.querySelector('#gen-out .slid').textContent")
+    assert "+ 2 new tokens is more" in slid and "ask for 1 new token or fewer" in slid, slid

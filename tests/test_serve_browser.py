@@ -411,3 +411,52 @@ def test_a_key_press_runs_at_once_and_keys_typed_during_a_run_wait_for_it(browse
     )
     cfg, params, tok = loading.load(CHAR_LM)
     assert shown == tok.encode(PROMPT)
+
+
+def test_the_badge_counts_from_the_runs_own_steps(browser, server):  # noqa: F811
+    """Issue 39, friction 9: the fidelity badge's count of compared steps is given out of the
+    run's own count, the number beside the tokens ("N steps recorded"), for a decoder and an
+    encoder-decoder; the badge used to say "over 171 steps" beside "198 steps recorded"."""
+    import re
+
+    driver = need(browser)
+    for model in ("char-lm", "en-es"):
+        driver.get("about:blank")
+        driver.get(server + f"#model={model}&text=Where is the station?")
+        until(driver, "return document.getElementById('app').dataset.ready")
+        badge = until(
+            driver,
+            "const t = document.getElementById('badge').textContent;"
+            "return !t.includes('checking') && t",
+        )
+        status = driver.execute_script("return document.getElementById('status').textContent")
+        recorded = int(re.search(r"(\d+) steps? recorded", status).group(1))
+        found = re.search(r"over (\d+) of the (\d+) steps", badge)
+        assert found, badge
+        assert int(found.group(2)) == recorded and 0 < int(found.group(1)) <= recorded, badge
+
+
+def test_a_traced_prefix_is_not_called_the_greedy_translation(browser, server):  # noqa: F811
+    """Issue 39, friction 9: the trace of a generation step of a translator (its decoder read
+    a prefix chosen on the Generate tab) is headed as that prefix, not "Translation (greedy)",
+    which the page says of its own greedy translation."""
+    from selenium.webdriver.common.by import By
+
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=en-es&text=Where is the station?")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    heading = "return document.querySelector('#output b').textContent"
+    assert driver.execute_script(heading) == "Translation (greedy): "
+    driver.execute_script("document.querySelector('.tabs [data-tab=generate]').click()")
+    choose(driver, "strategy", "greedy")
+    until(driver, "return document.getElementById('gen-out').textContent.includes('output')")
+    driver.find_element(By.ID, "gen-first").click()
+    driver.find_element(By.ID, "gen-forward").click()
+    until(driver, "return document.getElementById('gen-step-label').textContent"
+          ".startsWith('step 1 ')")  # fmt: skip
+    before = ready(driver)
+    driver.find_element(By.ID, "gen-trace").click()
+    until(driver, "return document.getElementById('app').dataset.ready !== arguments[0]", before)
+    shown = driver.execute_script("return document.getElementById('output').textContent")
+    assert "greedy" not in shown and shown.startswith("Decoder input, chosen"), shown

@@ -48,6 +48,7 @@ def badge(m: Model | Fixed, run: Run) -> dict:
         else:
             mine = torch_vs_reference if run.engine == REFERENCE else view_vs_reference
             run.extra["fidelity"] = {"torch": mine(m, run)} | {"hf": hf_vs_reference(m, run)}
+        run.extra["fidelity"]["steps"] = len(run.trace)  # what "compared" is out of: the page's
     return run.extra["fidelity"]
 
 

@@ -92,7 +92,7 @@ def generate(m: Model, text: str, how: decoding.Decoding) -> dict:
 def _stop(m: Model, n_prompt: int, n_new: int, eos: bool, max_new: int) -> dict:
     """Why generation ended (`decoding.stop_reason`'s three cases, in the page's words): kind
     "eos", "budget" (the new tokens asked for) or "context" (max_len reached)."""
-    tokens = f"{n_new} new token{'s' * (n_new != 1)}"
+    tokens = _new_tokens(n_new)
     if eos:
         end = display_token(piece(m.tokenizer, m.tokenizer.eos_id), m.runtime.token_kind)
         return {"kind": "eos", "text": f"stopped at the end token {end} after {tokens}"}
@@ -114,9 +114,14 @@ def _slid(n_prompt: int, n_new: int, L: int) -> str:
             f"the text has {n_prompt} tokens, more than the model's context (max_len {L}): {slid}"
         )
     return (
-        f"the prompt ({n_prompt} tokens) + {n_new} new tokens is more than the model's context "
-        f"(max_len {L}): {slid}; ask for {L - n_prompt} new tokens or fewer to stay within it"
+        f"the prompt ({n_prompt} tokens) + {_new_tokens(n_new)} is more than the model's context "
+        f"(max_len {L}): {slid}; ask for {_new_tokens(L - n_prompt)} or fewer to stay within it"
     )
+
+
+def _new_tokens(n: int) -> str:
+    """ "1 new token", "2 new tokens" (issue 39: the page said "1 new tokens")."""
+    return f"{n} new token{'s' * (n != 1)}"
 
 
 def _step_info(m: Model, context, probs, filtered, chosen: int) -> dict:

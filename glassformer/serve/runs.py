@@ -200,6 +200,7 @@ def output(m: Model | Fixed, run: Run) -> dict:
         return {"kind": "next", "top": top_tokens(m, run.logits[-1])}
     if cfg.arch == "encoder-decoder":
         out = {"kind": "translation", "text": tok.decode(run.ids[1:])}
+        out["greedy"] = run.generation is not None  # else a decoder input given (a prefix)
         if run.generation is not None:
             out["stopped_at_eos"] = bool(run.generation.stopped_at_eos)
         out["top"] = top_tokens(m, run.logits[0])  # the first word, after BOS

@@ -336,13 +336,19 @@
     const o = run.output, box = $("output");
     const prob = p => el("span", { class: "p", text: pct(p), title: "p = " + exact(p) });
     if (o.kind === "next") box.replaceChildren(el("p", { class: "next-inline" }, el("b", { text: "Next token: " }), ...o.top.slice(0, 6).flatMap(t => [chip({ shown: t.token, id: t.id }), el("span", { class: "p", text: pct(t.p), title: "p = " + exact(t.p) + ", logit " + exact(t.logit) })])));
-    else if (o.kind === "translation") box.replaceChildren(el("p", {}, el("b", { text: "Translation (greedy): " }), el("span", { class: "translation", text: o.text })));
+    else if (o.kind === "translation") {  // its own greedy translation, or a prefix the Generate tab chose
+      const what = o.greedy === false ? "Decoder input, chosen on the Generate tab: " : "Translation (greedy): ";
+      box.replaceChildren(el("p", {}, el("b", { text: what }), el("span", { class: "translation", text: o.text })));
+    }
     else if (o.kind === "embedding") box.replaceChildren(el("p", { title: o.first.map(exact).join(", ") }, el("b", { text: "Sentence embedding: " }), o.dims + " dimensions, unit length (mean of the encoder outputs): " + o.first.slice(0, 4).map(sig).join(", ") + ", …"));
     else if (o.kind === "class") box.replaceChildren(el("p", { class: "class" }, el("b", { text: "Class: " }), el("span", { class: "label", text: o.label + " " }), prob(o.probability), el("span", { class: "sub", text: " · every class: " }), ...Object.entries(o.probabilities).flatMap(([n, p]) => [el("span", { class: "cls", text: n + " " }), prob(p), " "])));
     else box.replaceChildren(el("p", {}, el("b", { text: "Walkthrough: " }), o.text + " — the article's fixed input; every step is in the tabs below."));
   }
 
   // -- fidelity badge --------------------------------------------------------------------------
+  // The steps compared, out of the run's own count (the status line's "N steps recorded"): a
+  // step is compared where both engines record it with one shape.
+  const over = f => " over " + f.torch.compared + " of the " + plural(f.steps, "step") + " recorded";
   async function badge(seq) {
     const b = $("badge");
     b.className = "badge";
@@ -356,11 +362,11 @@
     else if (!f.torch.available) parts.push(f.torch.note);
     else {
       if (f.torch.tolerance !== undefined) {  // a float32 view: what is shown against the float64 reference
-        parts.push("float32 view vs NumPy float64: max |Δ| / max |x| " + H.fmt(f.torch.max_rel_diff, 2) + " over " + f.torch.compared + " steps");
+        parts.push("float32 view vs NumPy float64: max |Δ| / max |x| " + H.fmt(f.torch.max_rel_diff, 2) + over(f));
         ok = f.torch.max_rel_diff <= f.torch.tolerance;
         b.title = "relative: largest at " + f.torch.where_rel + "; absolute: " + exact(f.torch.max_abs_diff) + " at " + f.torch.where;
       } else {
-        parts.push("PyTorch vs NumPy: max |Δ| " + H.fmt(f.torch.max_abs_diff, 2) + " over " + f.torch.compared + " steps");
+        parts.push("PyTorch vs NumPy: max |Δ| " + H.fmt(f.torch.max_abs_diff, 2) + over(f));
         ok = f.torch.max_abs_diff < 1e-9;
         b.title = "largest at " + f.torch.where + " (" + exact(f.torch.max_abs_diff) + ")";
       }
@@ -761,7 +767,7 @@
   }
   function stopLine(g) {  // why generation ended (and the window slid past the context)
     let why = g.stop ? g.stop.text : "";
-    if (g.stop && g.stop.kind === "budget" && g.asked > g.max_new_tokens) why += " (the explorer generates at most " + g.max_new_tokens + " new tokens a request: the model's max_len)";
+    if (g.stop && g.stop.kind === "budget" && g.asked > g.max_new_tokens) why += " (the explorer generates at most " + plural(g.max_new_tokens, "new token") + " a request: the model's max_len)";
     why = why.charAt(0).toUpperCase() + why.slice(1);
     const out = [el("p", { class: "stop", "data-kind": g.stop ? g.stop.kind : "", text: why + (g.strategy === "beam" ? " (the winning hypothesis)" : "") + "." })];
     if (g.slid) out.push(el("p", { class: "note slid", text: "Past the context: " + g.slid + "." }));
