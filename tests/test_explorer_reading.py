@@ -229,7 +229,7 @@ def test_cross_attention_is_rounded_named_and_on_the_source_chips(page, tmp_path
     assert title[1] == f"key (column) 2: “{src_shown[2]}” (source token)"
     heads = js(driver, "Array.from(document.querySelectorAll('#map table.mat tr th:first-child'),"
                " t => t.textContent)")  # fmt: skip
-    assert heads[-1] == f"reads {dec_shown[-1]} → predicts ?"  # after the end token: unknown
+    assert heads[-1] == f"reads {dec_shown[-1]} (unused: the translation ended)"  # issue 39
 
     # The weights of one decoder row on the source chips: the last row that predicts a token,
     # then the row under the mouse.

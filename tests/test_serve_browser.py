@@ -460,3 +460,21 @@ def test_a_traced_prefix_is_not_called_the_greedy_translation(browser, server): 
     until(driver, "return document.getElementById('app').dataset.ready !== arguments[0]", before)
     shown = driver.execute_script("return document.getElementById('output').textContent")
     assert "greedy" not in shown and shown.startswith("Decoder input, chosen"), shown
+
+
+def test_the_position_after_the_end_token_is_marked_unused(browser, server):  # noqa: F811
+    """Issue 39, friction 6: a translation that ended with </s> has one more decoder position,
+    which reads </s>; the translation never used its prediction. The page marks that row unused
+    (and it cannot be chosen as the position an intervention measures), instead of "reads </s>
+    → predicts ?"."""
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=en-es&text=Where is the station?")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    options = driver.execute_script(
+        "return Array.from(document.getElementById('position').options,"
+        " o => [o.textContent, o.disabled])"
+    )
+    last, *_ = options[-1:]
+    assert "</s>" in last[0] and "unused" in last[0] and last[1], options
+    assert not any(disabled for _, disabled in options[:-1]), options  # the others: as before

@@ -433,18 +433,20 @@
   $("ablate-head").addEventListener("change", e => toggleHead(state.site, state.layer, state.head, e.target.checked));
 
   // Decoder positions: the token each reads, and the one it predicts (the next; at the end of
-  // a typed text the model's top guess, "?" where the page does not know it).
+  // a typed text the model's top guess, "?" where the page does not know it). A translation
+  // that ended with the end token never used the prediction of the position reading it: unused.
   function predictions(run) {
     const toks = run && run.tokens && run.tokens.decoder;
     if (!toks || run.arch === "walkthrough") return null;
     const o = run.output, guess = o.kind === "next" && o.top && o.top.length ? o.top[0] : null;
-    return toks.map((t, i) => ({
+    const ended = o.kind === "translation" && o.stopped_at_eos;
+    return toks.map((t, i) => ended && i === toks.length - 1 ? { reads: t.shown, unused: true } : {
       reads: t.shown,
       predicts: i + 1 < toks.length ? toks[i + 1].shown : guess ? guess.token : "?",
       guess: i + 1 >= toks.length && !!guess,
-    }));
+    });
   }
-  const rowLabel = r => r.predicts === undefined ? r.reads : "reads " + r.reads + " → predicts " + r.predicts + (r.guess ? " (guess)" : "");
+  const rowLabel = r => r.unused ? "reads " + r.reads + " (unused: the translation ended)" : r.predicts === undefined ? r.reads : "reads " + r.reads + " → predicts " + r.predicts + (r.guess ? " (guess)" : "");
   // The axes of one attention map: rows (queries) and columns (keys), or null (a walkthrough).
   function axesOf(entry) {
     const run = state.run;
@@ -458,7 +460,7 @@
   }
   function cellTip(ax, i, j, value, full) {
     const r = ax.rows[i];
-    const q = "query (row) " + i + ": " + (r.predicts === undefined ? "“" + r.reads + "”" :
+    const q = "query (row) " + i + ": " + (r.unused ? rowLabel(r) : r.predicts === undefined ? "“" + r.reads + "”" :
       "reads “" + r.reads + "” → predicts “" + r.predicts + "”" + (r.guess ? " (the model's top guess)" : ""));
     const k = "key (column) " + j + ": “" + ax.cols[j] + "”" + (ax.cross ? " (source token)" : "") +
       (ax.causal && j > i ? " · later than the query: hidden by the causal mask" : "");
@@ -526,7 +528,7 @@
     let i = hovered !== null ? hovered : state.crossRow;
     if (i === null || i === undefined) {
       i = R - 1;
-      while (i > 0 && ax.rows[i].predicts === "?") i--;
+      while (i > 0 && (ax.rows[i].predicts === "?" || ax.rows[i].unused)) i--;
     }
     const v = H.values(state.mapData), src = state.run.tokens.encoder;
     let p = box.querySelector(".src-weights");
@@ -1005,7 +1007,11 @@
     }
     const auto = run.arch === "decoder" ? "the last position (" + (rows.length - 1) + ")" : "the first position whose prediction changes";
     select.append(new Option("default: " + auto, ""));
-    rows.forEach((r, i) => select.append(new Option(i + ": " + rowLabel(r), String(i))));
+    rows.forEach((r, i) => {
+      const o = new Option(i + ": " + rowLabel(r), String(i));
+      o.disabled = !!r.unused;  // its prediction is no part of the translation: nothing to measure
+      select.append(o);
+    });
     select.value = state.position === null || state.position >= rows.length ? "" : String(state.position);
     applies(select, "", "the position whose next-token prediction is compared, with and without the change");
   }
