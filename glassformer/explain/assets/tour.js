@@ -13,7 +13,16 @@
 
   const count = (n, word) => n + " " + word + (n === 1 ? "" : "s");
   const tokens = () => document.querySelectorAll("#tokens .tok").length;
-  const firstLine = id => (($(id) && $(id).innerText) || "").trim().split("\n")[0].slice(0, 120);
+  // The first paragraph of an element as the page shows it: a token chip as "piece #id" (the
+  // stylesheet prints the "#", which innerText leaves out, and runs the parts together).
+  const asShown = node => node.nodeType === Node.TEXT_NODE ? node.textContent
+    : node.classList && node.classList.contains("tok")
+      ? " " + node.firstChild.textContent + (node.querySelector("small.id") ? " #" + node.querySelector("small.id").textContent : "") + " "
+      : Array.from(node.childNodes, asShown).join("");
+  const firstLine = id => {
+    const e = $(id), p = e && (e.querySelector("p") || e);
+    return p ? asShown(p).replace(/\s+/g, " ").trim().slice(0, 120) : "";
+  };
 
   // [element id (or a selector), title, words]; a step whose element is missing is left out.
   const STEPS = [
