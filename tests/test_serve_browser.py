@@ -478,3 +478,30 @@ def test_the_position_after_the_end_token_is_marked_unused(browser, server):  # 
     last, *_ = options[-1:]
     assert "</s>" in last[0] and "unused" in last[0] and last[1], options
     assert not any(disabled for _, disabled in options[:-1]), options  # the others: as before
+
+
+def test_compares_second_text_follows_the_first_until_typed(browser, server):  # noqa: F811
+    """Issue 39, friction 7: the Compare tab's second text was pre-filled with the model's
+    default text and stayed so: typing there gave "Where is the station?Hello, world!". Now it
+    is empty (its placeholder says B reads A's text) and B follows what is typed in A, until
+    a text of its own is typed."""
+    from selenium.webdriver.common.by import By
+
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=char-lm")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.execute_script("document.querySelector('.tabs [data-tab=compare]').click()")
+    assert driver.execute_script("return document.getElementById('text-b').value") == ""
+    before = ready(driver)
+    box = driver.find_element(By.ID, "text")
+    box.clear()
+    box.send_keys("To be")
+    until(driver, "return document.getElementById('app').dataset.ready !== arguments[0]", before)
+    titles = (
+        "return Array.from(document.querySelectorAll('#compare .pane h3'), h => h.textContent)"
+        ".join('|').includes(arguments[0])"
+    )
+    until(driver, titles, 'B: char-lm · "To be"')
+    driver.find_element(By.ID, "text-b").send_keys("Hello")
+    until(driver, titles, 'B: char-lm · "Hello"')

@@ -204,7 +204,7 @@
       if (info.probe && t.value === info.probe && info.probe_head) state.want = info.probe_head;  // its induction head
     }
     state.text = t.value;
-    $("text-b").value = state.text;
+    $("text-b").value = "";  // B reads A's text until one of its own is typed
     $("model-info").textContent = (info.description || "") + (info.summary ? " · " + info.summary : "");
     generateControls();
     interveneControls();
