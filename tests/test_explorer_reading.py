@@ -596,3 +596,54 @@ def test_one_new_token_is_said_in_the_singular(page):
     until(driver, "return document.querySelectorAll('#gen-out .text .new').length === 2")
     slid = js(driver, "document.querySelector('#gen-out .slid').textContent")
     assert "+ 2 new tokens is more" in slid and "ask for 1 new token or fewer" in slid, slid
+
+
+def _click_cell(driver, i: int, j: int, rows: int, cols: int) -> None:
+    """A click on cell (i, j) of the attention map (rows x cols): on its table's cell, or at the
+    cell's place on its canvas, as a mouse would."""
+    if js(driver, "!!document.querySelector('#map table.mat')"):
+        driver.execute_script(
+            "const rows = Array.from(document.querySelectorAll('#map table.mat tr'))"
+            ".filter(r => r.querySelector('td'));"
+            "rows[arguments[0]].querySelectorAll('td')[arguments[1]].click()",
+            i,
+            j,
+        )
+        return
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    canvas = driver.find_element("css selector", "#map canvas")
+    w, h = canvas.size["width"], canvas.size["height"]
+    x, y = (j + 0.5) * w / cols - w / 2, (i + 0.5) * h / rows - h / 2  # from its centre
+    ActionChains(driver).move_to_element_with_offset(canvas, int(x), int(y)).click().perform()
+
+
+@pytest.mark.parametrize(
+    "model, text, site, row",
+    [
+        ("char-lm", PROMPT, "decoder.self_attn", 5),
+        ("en-es", "Hello world.", "decoder.cross_attn", 2),
+    ],
+)
+def test_ablation_is_measured_at_the_row_clicked(page, model, text, site, row):
+    """Issue 39, friction 1: clicking a decoder row of the attention map, then "ablate this
+    head", measures the prediction of that row's position: the translator was measured at its
+    first changed position (0) and the char-LM at its last, whatever row was clicked."""
+    driver = page(f"model={model}&text={text}")
+    choose(driver, "site", site)
+    stack, kind = site.split(".")
+    until(driver, "const n = document.getElementById('map').dataset.name || '';"
+          "return n.startsWith(arguments[0]) && n.includes(arguments[1])", stack, kind)  # fmt: skip
+    rows = len(js(driver, "Array.from(document.getElementById('position').options)")) - 1
+    keys = "#tokens .stack-encoder .tok" if kind == "cross_attn" else "#tokens .tok"
+    cols = js(driver, "document.querySelectorAll(arguments[0]).length", keys)
+    _click_cell(driver, row, 0, rows, cols)
+    driver.find_element("id", "ablate-head").click()
+    until(
+        driver,
+        "const e = document.getElementById('att-effect'); return !e.hidden && e.dataset.done",
+    )
+    where = js(driver, "document.querySelector('#att-effect .changed p.sub').textContent")
+    assert where.startswith(f"the next token after position {row} ("), where
+    assert js(driver, "document.getElementById('position').value") == str(row)
+    no_errors(driver)

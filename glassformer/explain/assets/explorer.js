@@ -563,6 +563,7 @@
     drawMaps(box, maps, name, a.neuron ? (i, j) => {
       state.crossRow = i;
       if (ax && ax.cross) sourceWeights(ax, null);
+      measureAt(ax, i);
       neuron(name, i, j);
     } : null);
     if (ax) readable(box, ax);
@@ -1018,6 +1019,14 @@
   function positionSelects() {
     if (state.run && state.position !== null && state.position >= ((state.run.tokens.decoder || []).length)) state.position = null;
     positionOptions($("position"));
+  }
+  // A click on a decoder row of a map: what an intervention measures is that row's prediction.
+  function measureAt(ax, i) {
+    const r = ax && ax.rows[i];
+    if (!r || r.predicts === undefined || r.unused || state.position === i) return;
+    state.position = i;
+    $("position").value = String(i);
+    if (state.ablated.size) intervene();
   }
   function choosePosition(value) {
     state.position = value === "" ? null : Number(value);
