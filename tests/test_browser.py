@@ -206,7 +206,13 @@ def test_heatmaps_tooltips_and_picker_on_a_larger_model(browser, tmp_path):
         const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
         let n = 0; for (let i = 0; i < d.length; i += 4) if (d[i] < 250) n++; return n;"""
     )
-    assert inked > 100  # coloured cells, not a blank canvas
+    # Coloured cells, not a blank canvas: as many as the 0..1 rule of attention weights tints
+    # darker than the page's threshold (float16 on the way: a cell or two either side).
+    from glassformer.explain.html_pieces import rgb
+
+    A = trace["encoder.0.self_attn.head0.A"]
+    want = sum(rgb(float(x), True)[0] < 250 for x in A.flat)
+    assert want > 50 and abs(inked - want) <= 4, (inked, want)
     labels_shown = driver.execute_script(
         "return document.querySelector('figure.att:not([hidden]) .hm-cols').textContent"
     )

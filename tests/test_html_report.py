@@ -510,3 +510,28 @@ def test_bad_layers_and_heads_are_one_line_and_exit_2(capsys, tmp_path, ckpt, ar
 def test_layers_on_a_walkthrough_without_layers(capsys):
     code, out, err = run(capsys, "walkthrough", "self-attention", "--layers", "0")
     assert code == 2 and out == "" and "no model layers" in err and err.count("\n") == 1
+
+
+def test_attention_weights_are_coloured_on_0_to_1_and_other_matrices_on_their_own_range():
+    """Issue 39, friction 2: one colour rule. An attention map's cells (A, rows summing to 1)
+    are tinted by their value on the fixed 0..1, as a table or a heatmap: a near-uniform row of
+    an encoder with small weights (every weight near 1/T) is pale, not the darkest blue because
+    it is the map's own largest value. Any other matrix keeps its own largest |value|."""
+    from glassformer.explain.html_pieces import WEIGHTS_SCALE, tint
+
+    cfg = Config(arch="encoder", vocab_size=16, d_model=8, n_heads=2, d_ff=16, max_len=8,
+                 n_encoder_layers=1)  # fmt: skip
+    params = weights.init(cfg, seed=0, std=0.02)
+    with tracing() as trace:
+        R.encoder(params, cfg, [1, 2, 3, 4, 5, 6, 7])
+    page = render_html(trace)
+    card = page.split('id="step-encoder.0.self_attn.head0.A"', 1)[1].split("</article>", 1)[0]
+    cells = re.findall(r'<td style="background:(#[0-9a-f]{6})"[^>]*title="([^"]+)"', card)
+    A = trace["encoder.0.self_attn.head0.A"]
+    assert len(cells) == A.size and A.max() < 0.2  # near uniform: 1/7 each
+    for colour, value in cells:
+        assert colour == tint(float(value) / WEIGHTS_SCALE, True)[0]
+    map_of_A = heatmap_data(A, None, None, False, scale=WEIGHTS_SCALE)
+    assert map_of_A["scale"] == 1.0
+    scores = heatmap_data(trace["encoder.0.self_attn.head0.scores"], None, None, False)
+    assert scores["scale"] == np.abs(trace["encoder.0.self_attn.head0.scores"]).max()

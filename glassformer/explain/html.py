@@ -45,6 +45,8 @@ from glassformer.errors import GlassformerError, param
 from glassformer.explain.html_pieces import (
     LEGEND,
     SHRUNK_SIDE,
+    WEIGHTS_LEGEND,
+    WEIGHTS_SCALE,
     as_matrix,
     asset,
     color_scale,
@@ -53,6 +55,7 @@ from glassformer.explain.html_pieces import (
     dims,
     esc,
     heatmap_data,
+    is_weights,
     overflow_section,
     reduced_note,
     result_html,
@@ -286,18 +289,23 @@ class _Page:
         v = np.asarray(values)
         if v.ndim == 1 and cols is None:
             rows, cols = None, rows  # a vector's labels belong to its entries
+        # One colour rule: weights (A, probabilities) on the fixed 0..1, as a table or a map;
+        # any other matrix against its own largest |value|.
+        scale = WEIGHTS_SCALE if is_weights(step) else None
         if v.ndim <= 1 and v.size <= SMALL or v.ndim == 2 and max(v.shape) <= SMALL:
-            return table(v, rows, cols, masked)
+            return table(v, rows, cols, masked, scale=scale)
         if v.ndim > 2 and max(v.shape[-2:]) <= SMALL and v[..., 0, 0].size <= SMALL:
             return "".join(  # a small batched tensor: its matrices over the last two axes
-                f"<p class='shape'>[{', '.join(map(str, i))}]</p>{table(v[i], rows, cols)}"
+                f"<p class='shape'>[{', '.join(map(str, i))}]</p>"
+                f"{table(v[i], rows, cols, scale=scale)}"
                 for i in np.ndindex(*v.shape[:-2])
             )
         if attention:
             self.attention.add(key)
         self.sources[key] = (v, rows, cols, masked)
         if self.tile_cells is not None and step is not None and v.size > self.tile_cells:
-            scale, seq = color_scale(as_matrix(v, masked)[0])
+            own, seq = color_scale(as_matrix(v, masked)[0])
+            scale = scale or own
             shape = list(as_matrix(v)[0].shape)
             tiled = {"shape": shape, "scale": scale, "seq": seq, "rows": rows, "cols": cols}
             self.maps[key] = tiled | {"tiled": step, "masked": masked is not None and masked.any()}
@@ -308,7 +316,9 @@ class _Page:
                 f"Values of this {dims(v.shape)} matrix are left out to keep the file under "
                 f"{self.max_bytes / 1e6:g} MB; choose fewer blocks or heads (--layers, --heads)."
             )
-        self.maps[key] = heatmap_data(v, rows, cols, how == "down", masked, f32=self.exact)
+        self.maps[key] = heatmap_data(
+            v, rows, cols, how == "down", masked, f32=self.exact, scale=scale
+        )
         note = ""
         if how == "down":
             shown = dims(self.maps[key]["shape"])
@@ -358,6 +368,8 @@ class _Page:
         masked = self.masked(s)
         if masked is not None and masked.any():
             note += '<p class="shape">Hatched −∞: scores the mask hides from the softmax.</p>'
+        if is_weights(s.name):  # the one colour rule of attention weights, said on the card
+            note += f'<p class="shape">{WEIGHTS_LEGEND}</p>'
         told = shows(s, self.trace, (rows, cols))
         told = f'<p class="shows">{esc(told)}</p>' if told else ""
         return (

@@ -145,16 +145,31 @@ def color_scale(v: np.ndarray) -> tuple[float, bool]:
     return scale, bool(finite.size) and bool(finite.min() >= 0)
 
 
-def heatmap_data(v: np.ndarray, rows, cols, shrunk: bool, masked=None, f32: bool = False) -> dict:
-    """A heatmap's data: float16 of values / scale (scale = max |finite value|), base64, or with
-    `f32` the values themselves as float32 (exact to 7 digits on hover). A masked score
-    (`masked` True) is −∞, drawn hatched; "masked" says the map has them."""
+WEIGHTS_SCALE = 1.0  # attention weights: coloured on the fixed 0..1
+WEIGHTS_LEGEND = "Colour: the weight, white 0 to dark blue 1, alike on every attention map."
+
+
+def is_weights(name: str | None) -> bool:
+    """Whether a step holds attention weights (A, each row sums to 1), which every view colours
+    on the same fixed 0..1 (`WEIGHTS_SCALE`) rather than against the map's own largest value (a
+    uniform row of 0.143 looked as dark as a row of 1s)."""
+    return name is not None and name.rsplit(".", 1)[-1] == "A"
+
+
+def heatmap_data(
+    v: np.ndarray, rows, cols, shrunk: bool, masked=None, f32: bool = False, scale=None
+) -> dict:
+    """A heatmap's data: float16 of values / scale (scale = max |finite value|, or the one
+    given), base64, or with `f32` the values themselves as float32 (exact to 7 digits on
+    hover). A masked score (`masked` True) is −∞, drawn hatched; "masked" says the map has
+    them."""
     v, hidden = as_matrix(v, masked)
     if shrunk:
         v, rows, cols, hidden = downsample(v, rows, cols, hidden)
     if hidden is not None:
         v = np.where(hidden, -np.inf, v)
-    scale, seq = color_scale(v)
+    own, seq = color_scale(v)
+    scale = scale or own
     data = {"shape": list(v.shape), "scale": scale, "seq": seq, "rows": rows, "cols": cols}
     with np.errstate(over="ignore", invalid="ignore"):
         if f32:

@@ -29,7 +29,14 @@ import numpy as np
 from glassformer.decoding import Decoding
 from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
-from glassformer.explain.html_pieces import as_matrix, dims, esc, heatmap_data
+from glassformer.explain.html_pieces import (
+    WEIGHTS_LEGEND,
+    as_matrix,
+    dims,
+    esc,
+    heatmap_data,
+    is_weights,
+)
 from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, kv_groups
 from glassformer.explain.words import Naming, naming, title
@@ -245,6 +252,8 @@ class Explorer:
         )
         caption = f"<code>{esc(s.name)}</code> {esc(s.equation)} · {dims(s.shape)}"
         caption += f" · {esc(label)}" if label else ""
+        if is_weights(s.name):  # the one colour rule, said where the map is
+            caption += f" · {WEIGHTS_LEGEND}"
         return {
             "name": s.name,
             "html": f'<figure class="att"><figcaption>{caption}</figcaption>{body_html}</figure>',
