@@ -59,10 +59,46 @@ _FFN_OUT = "FFN(x) = act(x·W1 + b1)·W2 + b2"
 # Steps whose name is the same in each variant of an option but whose equation is not: the engines
 # pass these with the tap (`trace.tap(..., equation=...)`); the name alone gives the default's.
 RMSNORM_OUT = "RMSNorm(x) = x / √(mean(x²) + ε) · g"
-GATED_HIDDEN = "act(x·W1 + b1) ⊙ (x·W3 + b3)"
-GATED_FFN_OUT = "FFN(x) = (act(x·W1 + b1) ⊙ (x·W3 + b3))·W2 + b2"
 ROTARY_SCORES = "Ω = Q_rot·K_rotᵀ"  # RoPE turns Q and K before the product
 INPUT_NO_P = "X: no position vector added"  # positions rotary (turned inside attention) or none
+
+
+ACTIVATION_NAMES = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU (tanh)", "silu": "SiLU"}
+POSITIONS = {
+    "sinusoidal": "P = sin on even, cos on odd dimensions of each position",
+    "sinusoidal_split": "P = sin in the first half, cos in the second half of each position's row",
+    "learned": "P = the learned row of each position",
+}
+
+
+def config_equations(cfg) -> dict[str, str]:
+    """The equations of the steps whose form this model's Config decides, as the engines tap
+    them (`X`, `P`, the FFN's `hidden` and `out`, the output head's `logits`): only what the
+    model has, a scale, a bias, a gate, its activation by name; the generic entries of
+    `EQUATIONS` cover every model at once (a learner read `embed_scale`, learned rows and
+    biases on a model that has none of them)."""
+
+    def b(name: str) -> str:
+        return f" + {name}" if cfg.bias else ""
+
+    act = ACTIVATION_NAMES.get(cfg.activation, cfg.activation)
+    if cfg.ffn_kind == "gated":
+        hidden = f"{act}(x·W1{b('b1')}) ⊙ (x·W3{b('b3')})"
+        ffn = f"FFN(x) = ({hidden})·W2{b('b2')}"
+    else:
+        hidden = f"{act}(x·W1{b('b1')})"
+        ffn = f"FFN(x) = {hidden}·W2{b('b2')}"
+    head = "Eᵀ (the token embedding)" if cfg.tie_embeddings else "W_out"
+    bias = " + b" if cfg.lm_bias else ""
+    out = {
+        "X": "X = the token embeddings of the input ids" + (" × √C" * bool(cfg.embed_scale)),
+        "hidden": hidden,
+        "ffn_out": ffn,
+        "logits": f"logits = h·{head}{bias}",
+    }
+    if cfg.positions in POSITIONS:
+        out["P"] = POSITIONS[cfg.positions]
+    return out
 
 
 def equation_for(name: str) -> str:

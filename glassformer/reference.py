@@ -28,11 +28,10 @@ from glassformer.config import Config
 from glassformer.decoding import softmax as stable_softmax
 from glassformer.errors import InputError
 from glassformer.glossary import (
-    GATED_FFN_OUT,
-    GATED_HIDDEN,
     INPUT_NO_P,
     RMSNORM_OUT,
     ROTARY_SCORES,
+    config_equations,
 )
 from glassformer.trace import scope, tap
 
@@ -284,13 +283,14 @@ def ffn(p: Params, name: str, x, cfg: Config):
     def lin(x, w: str):
         return linear(x, p[f"{name}.{w}.weight"], p.get(f"{name}.{w}.bias"))
 
+    eq = config_equations(cfg)  # this model's: its activation, biases, gate
     if cfg.ffn_kind == "gated":
         gate = tap("gate", lin(x, "w1"))  # (T, F)
         up = tap("up", lin(x, "w3"))  # (T, F)
-        hidden = tap("hidden", act(gate) * up, equation=GATED_HIDDEN)  # (T, F)
-        return tap("out", lin(hidden, "w2"), equation=GATED_FFN_OUT)  # (T, C)
-    hidden = tap("hidden", act(lin(x, "w1")))  # (T, F)
-    return tap("out", lin(hidden, "w2"))  # (T, C)
+        hidden = tap("hidden", act(gate) * up, equation=eq["hidden"])  # (T, F)
+    else:
+        hidden = tap("hidden", act(lin(x, "w1")), equation=eq["hidden"])  # (T, F)
+    return tap("out", lin(hidden, "w2"), equation=eq["ffn_out"])  # (T, C)
 
 
 def sublayer(p: Params, prefix: str, k: int, x, f, cfg: Config):
@@ -378,14 +378,15 @@ def embed(p: Params, stack: str, ids, cfg: Config, types=None):
     T = ids.shape[0]
     table = "decoder" if cfg.share_embeddings else stack  # one matrix for source and target
     X = p[f"{table}.tok_embed.weight"][ids]  # (T, C)
-    X = tap("X", X * math.sqrt(cfg.d_model) if cfg.embed_scale else X)  # (T, C)
+    eq = config_equations(cfg)
+    X = tap("X", X * math.sqrt(cfg.d_model) if cfg.embed_scale else X, equation=eq["X"])  # (T, C)
     x = X
     if cfg.positions not in ("none", "rotary"):
         if cfg.positions == "learned":
             P = p[f"{stack}.pos_embed.weight"][:T]
         else:
             P = sinusoidal_positions(T, cfg.d_model, split=cfg.positions == "sinusoidal_split")
-        x = x + tap("P", P)  # (T, C)
+        x = x + tap("P", P, equation=eq["P"])  # (T, C)
     if cfg.type_vocab_size:
         types = np.zeros(T, np.int64) if types is None else np.asarray(types, dtype=np.int64)
         x = x + tap("types", p[f"{stack}.type_embed.weight"][types])  # (T, C)
@@ -462,7 +463,9 @@ def lm_logits(p: Params, cfg: Config, hidden):
     """logits = hidden·W_outᵀ + b (W_out is the decoder embedding when tied; b if cfg.lm_bias).
     (T, C) -> (T, V)."""
     W = p["decoder.tok_embed.weight"] if cfg.tie_embeddings else p["lm_head.weight"]
-    return tap("logits", linear(hidden, W, p.get("lm_head.bias")))
+    return tap(
+        "logits", linear(hidden, W, p.get("lm_head.bias")), equation=config_equations(cfg)["logits"]
+    )
 
 
 def forward(p: Params, cfg: Config, ids, src_ids=None, src_valid=None):

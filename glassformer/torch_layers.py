@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from glassformer.config import Config
-from glassformer.glossary import GATED_FFN_OUT, GATED_HIDDEN, RMSNORM_OUT, ROTARY_SCORES
+from glassformer.glossary import RMSNORM_OUT, ROTARY_SCORES, config_equations
 from glassformer.trace import intervening, scope, tap
 from glassformer.trace import watching as _watching
 
@@ -346,11 +346,13 @@ class FeedForward(nn.Module):
         acts = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}
         self.act = nn.GELU("tanh") if cfg.activation == "gelu_tanh" else acts[cfg.activation]()
         self.drop = nn.Dropout(dropout)
+        self.eq = config_equations(cfg)  # this model's equations, as the reference taps them
 
     def forward(self, x: Tensor) -> Tensor:
+        eq = self.eq
         if self.w3 is None:
-            hidden = _tap("hidden", self.act(self.w1(x)))  # (B, T, F)
-            return _tap("out", self.w2(self.drop(hidden)))  # (B, T, C)
-        gate, up = _tap("gate", self.w1(x)), _tap("up", self.w3(x))  # (B, T, F) each
-        hidden = _tap("hidden", self.act(gate) * up, GATED_HIDDEN)  # (B, T, F)
-        return _tap("out", self.w2(self.drop(hidden)), GATED_FFN_OUT)  # (B, T, C)
+            hidden = _tap("hidden", self.act(self.w1(x)), eq["hidden"])  # (B, T, F)
+        else:
+            gate, up = _tap("gate", self.w1(x)), _tap("up", self.w3(x))  # (B, T, F) each
+            hidden = _tap("hidden", self.act(gate) * up, eq["hidden"])  # (B, T, F)
+        return _tap("out", self.w2(self.drop(hidden)), eq["ffn_out"])  # (B, T, C)

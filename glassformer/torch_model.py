@@ -39,7 +39,7 @@ from torch import Tensor, nn
 from glassformer import inputs, weights
 from glassformer.config import Config
 from glassformer.errors import InputError
-from glassformer.glossary import INPUT_NO_P
+from glassformer.glossary import INPUT_NO_P, config_equations
 from glassformer.torch_layers import (
     FeedForward,
     MultiHeadAttention,
@@ -198,6 +198,7 @@ class Stack(nn.Module):
         self.additive = cfg.positions not in ("none", "rotary")  # a table added to X
         self.rope_dim, self.rope_theta = cfg.rope_dim, cfg.rope_theta
         self.norm_eq = norm_equation(cfg)
+        self.eq = config_equations(cfg)  # this model's equations of X and P
         self.scale = math.sqrt(cfg.d_model) if cfg.embed_scale else None
         # tok_embed None: forward() is given the shared table (Config.share_embeddings)
         self.tok_embed = _embedding(cfg.vocab_size, cfg.d_model) if own_embed else None
@@ -233,7 +234,7 @@ class Stack(nn.Module):
         start = cache.length if cache is not None else 0
         T = ids.shape[1]
         X = (tok_embed or self.tok_embed)(ids)  # (B, T, C)
-        x = X = _tap("X", X * self.scale if self.scale is not None else X)
+        x = X = _tap("X", X * self.scale if self.scale is not None else X, self.eq["X"])
         rope = None
         if self.additive or self.rope_dim:
             positions = torch.arange(start, start + T, device=ids.device)[None]  # (1, T)
@@ -243,7 +244,7 @@ class Stack(nn.Module):
                 rope = rotary_angles(positions, self.rope_dim, self.rope_theta, X.dtype)
             else:
                 table = self.pe if self.pos_embed is None else self.pos_embed.weight
-                x = x + _tap("P", table[positions].to(X.dtype))  # (1 or B, T, C)
+                x = x + _tap("P", table[positions].to(X.dtype), self.eq["P"])  # (1 or B, T, C)
         if self.type_embed is not None:
             types = torch.zeros_like(ids) if types is None else types
             x = x + _tap("types", self.type_embed(types))  # (B, T, C)
@@ -352,12 +353,13 @@ class Transformer(nn.Module):
         if last_only:
             h = h[:, -1:]
         if self.output_head is not None:  # the int8 form's tied head
-            logits = _tap("logits", self.output_head(h))  # (B, T, V)
+            logits = self.output_head(h)  # (B, T, V)
         elif cfg.tie_embeddings:  # the token embedding as the output projection
             b = self.lm_head.bias if cfg.lm_bias else None
-            logits = _tap("logits", F.linear(h, self.decoder.tok_embed.weight, b))  # (B, T, V)
+            logits = F.linear(h, self.decoder.tok_embed.weight, b)  # (B, T, V)
         else:
-            logits = _tap("logits", self.lm_head(h))  # (B, T, V)
+            logits = self.lm_head(h)  # (B, T, V)
+        logits = _tap("logits", logits, self.decoder.eq["logits"])
         if _watching():
             _tap("probs", torch.softmax(logits, -1))
         return logits

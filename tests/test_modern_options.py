@@ -24,11 +24,10 @@ from glassformer import reference as R  # noqa: E402
 from glassformer import torch_layers as L  # noqa: E402
 from glassformer.config import Config  # noqa: E402
 from glassformer.glossary import (  # noqa: E402
-    GATED_FFN_OUT,
-    GATED_HIDDEN,
     INPUT_NO_P,
     RMSNORM_OUT,
     ROTARY_SCORES,
+    config_equations,
 )
 from glassformer.torch_model import (  # noqa: E402
     KVCache,
@@ -487,8 +486,8 @@ def test_steps_carry_their_variants_equations():
     for trace in (ref, tor):
         assert trace.step("decoder.0.norm1.out").equation == RMSNORM_OUT
         assert trace.step("decoder.norm.out").equation == RMSNORM_OUT
-        assert trace.step("decoder.0.ffn.hidden").equation == GATED_HIDDEN
-        assert trace.step("decoder.0.ffn.out").equation == GATED_FFN_OUT
+        assert trace.step("decoder.0.ffn.hidden").equation == "SiLU(x·W1) ⊙ (x·W3)"
+        assert trace.step("decoder.0.ffn.out").equation == "FFN(x) = (SiLU(x·W1) ⊙ (x·W3))·W2"
         assert "RoPE" in trace.step("decoder.0.self_attn.head0.Q_rot").equation
         assert trace.step("decoder.0.self_attn.kv_head0.K").equation == "K = X·Wk"
         assert trace.step("decoder.0.self_attn.head0.scores").equation == ROTARY_SCORES
@@ -551,3 +550,46 @@ def test_checkpoint_round_trip_and_init(tmp_path):
     spec = weights.spec(Config(**(ENCDEC.to_dict() | {"d_ff": 0, "ffn_kind": "plain"})))
     assert "decoder.layers.0.norm2.weight" in spec and "decoder.layers.0.norm3.weight" not in spec
     assert not any(".ffn." in n for n in spec)
+
+
+@pytest.mark.parametrize(
+    "fields, want",
+    [  # issue 39, friction 4: the char-LM's cards spoke of embed_scale, sin/cos, biases
+        (
+            dict(activation="gelu", bias=False, positions="learned", tie_embeddings=True),
+            {
+                "X": "X = the token embeddings of the input ids",
+                "P": "P = the learned row of each position",
+                "hidden": "GELU(x·W1)",
+                "ffn_out": "FFN(x) = GELU(x·W1)·W2",
+                "logits": "logits = h·Eᵀ (the token embedding)",
+            },
+        ),
+        (
+            dict(activation="relu", bias=True, embed_scale=True, tie_embeddings=False),
+            {
+                "X": "X = the token embeddings of the input ids × √C",
+                "P": "P = sin on even, cos on odd dimensions of each position",
+                "hidden": "ReLU(x·W1 + b1)",
+                "ffn_out": "FFN(x) = ReLU(x·W1 + b1)·W2 + b2",
+                "logits": "logits = h·W_out + b",
+            },
+        ),
+    ],
+)
+def test_equations_are_this_models_own_in_both_engines(fields, want):
+    """Every equation a step shows says only what this Config has (its activation by name, its
+    biases, its scale, its kind of positions and of head), in both engines' traces alike."""
+    cfg = Config(arch="decoder", vocab_size=16, d_model=8, n_heads=2, d_ff=16, max_len=8,
+                 n_decoder_layers=1, **fields)  # fmt: skip
+    assert config_equations(cfg) == want
+    params = weights.init(cfg, seed=0)
+    model = from_params(cfg, params).eval()
+    with tracing() as ref:
+        R.forward(params, cfg, [1, 2, 3])
+    with tracing() as tor, torch.no_grad():
+        model(torch.tensor([[1, 2, 3]]))
+    steps = {"X": "decoder.X", "P": "decoder.P", "hidden": "decoder.0.ffn.hidden",
+             "ffn_out": "decoder.0.ffn.out", "logits": "logits"}  # fmt: skip
+    for trace in (ref, tor):
+        assert {k: trace.step(n).equation for k, n in steps.items()} == want

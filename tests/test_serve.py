@@ -190,7 +190,9 @@ def test_every_step_card_is_the_reports_and_its_heatmap_holds_the_trace(served, 
     cfg, params, tok = char_lm
     _, trace = reference_trace(cfg, params, tok.encode(PROMPT))
     card = client.post("step", {"model": "char-lm", "text": PROMPT, "name": "decoder.0.ffn.hidden"})
-    assert 'id="step-decoder.0.ffn.hidden"' in card["html"] and "act(x·W1 + b1)" in card["html"]
+    assert (
+        'id="step-decoder.0.ffn.hidden"' in card["html"] and "GELU(x·W1)" in card["html"]
+    )  # this model's
     (m,) = card["maps"].values()
     assert m["shape"] == [15, 512] and m["rows"][:2] == ["R", "O"]
     np.testing.assert_allclose(f32(m["f32"]).reshape(15, 512), trace["decoder.0.ffn.hidden"],
