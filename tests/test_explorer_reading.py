@@ -600,7 +600,7 @@ def test_one_new_token_is_said_in_the_singular(page):
 
 def _click_cell(driver, i: int, j: int, rows: int, cols: int) -> None:
     """A click on cell (i, j) of the attention map (rows x cols): on its table's cell, or at the
-    cell's place on its canvas, as a mouse would."""
+    cell's place on its canvas (as test_serve_browser clicks one)."""
     if js(driver, "!!document.querySelector('#map table.mat')"):
         driver.execute_script(
             "const rows = Array.from(document.querySelectorAll('#map table.mat tr'))"
@@ -610,12 +610,17 @@ def _click_cell(driver, i: int, j: int, rows: int, cols: int) -> None:
             j,
         )
         return
-    from selenium.webdriver.common.action_chains import ActionChains
-
-    canvas = driver.find_element("css selector", "#map canvas")
-    w, h = canvas.size["width"], canvas.size["height"]
-    x, y = (j + 0.5) * w / cols - w / 2, (i + 0.5) * h / rows - h / 2  # from its centre
-    ActionChains(driver).move_to_element_with_offset(canvas, int(x), int(y)).click().perform()
+    # Found and clicked in one script: the map may be drawn anew between two calls.
+    driver.execute_script(
+        "const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();"
+        "c.dispatchEvent(new MouseEvent('click', {bubbles: true,"
+        " clientX: b.left + (arguments[1] + 0.5) * b.width / arguments[3],"
+        " clientY: b.top + (arguments[0] + 0.5) * b.height / arguments[2]}))",
+        i,
+        j,
+        rows,
+        cols,
+    )
 
 
 @pytest.mark.parametrize(
