@@ -228,7 +228,7 @@ class Model:
     @property
     def params(self) -> dict:
         """The float64 weights, by `weights.spec` name: the dict given, or for a model read from a
-        folder a `weights.Float64Weights` mapping over the weights as stored (float32 unless the
+        folder a `runtime.Float64Weights` mapping over the weights as stored (float32 unless the
         file holds float64), each widened to float64 when first read."""
         return self.runtime.params
 

@@ -48,7 +48,7 @@ def read(path_or_preset: str | Path, seed: int | None = None) -> Parts:
         raise CheckpointError(nowhere(str(path_or_preset)))
     if seed is not None:
         raise InputError(f"seed draws a preset's random weights; {p} is a folder: drop seed")
-    # The weights as stored (float32 unless the file holds float64; `weights.Float64Weights`
+    # The weights as stored (float32 unless the file holds float64; `runtime.Float64Weights`
     # widens them when the reference engine asks), matrices laid out for the float32 engine.
     if (imported := loading.foreign(p, None, "F")) is not None:  # a Hugging Face or nanoGPT
         cfg, params, tok, family = imported

@@ -1,7 +1,7 @@
 """The plumbing of one loaded model: what `Model`'s verbs, the command line (`cli/`), the explorer
 (`serve/`) and the modules that do the work (`generating.py`, `touch.py`, `evaluating.py`) share.
 
-A `Runtime` holds the config, float64 weights (`weights.Float64Weights`: widened from the
+A `Runtime` holds the config, float64 weights (`Float64Weights`: widened from the
 stored ones when first asked for), tokenizer and class names, the engine choice and
 its precision, and makes each PyTorch engine once (`torch(dtype)`, under a lock: the explorer
 asks from many threads). It gives the next-token step functions decoding runs on (`step`,
@@ -19,7 +19,7 @@ or preset (`opening.py`), the math (the engines), decoding's strategies (`decodi
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 
 import numpy as np
 
@@ -33,6 +33,38 @@ from glassformer.inputs import utf8
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
+
+
+class Float64Weights(MutableMapping):
+    """{name: float64 array} over weights held as read (`stored`): each is widened to float64
+    (exactly) the first time it is asked for, then kept; a float64 one is itself. A float32
+    engine is made from `stored` instead (sharing its arrays), so a model that is only decoded
+    in float32 never holds float64 weights. Setting a name sets the stored array."""
+
+    def __init__(self, stored: Mapping):
+        self.stored = dict(stored)
+        self._wide: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._wide:
+            x = self.stored[name]
+            wide = isinstance(x, np.ndarray) and x.dtype == np.float64
+            self._wide[name] = x if wide else np.asarray(x, dtype=np.float64)
+        return self._wide[name]
+
+    def __setitem__(self, name: str, value) -> None:
+        self.stored[name] = value
+        self._wide.pop(name, None)
+
+    def __delitem__(self, name: str) -> None:
+        del self.stored[name]
+        self._wide.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stored)
+
+    def __len__(self) -> int:
+        return len(self.stored)
 
 
 @checked  # every argument of every public method, against glassformer.arguments' table
@@ -63,7 +95,7 @@ class Runtime:
         threads: int | None = None,
     ):
         if not all(isinstance(x, np.ndarray) and x.dtype == np.float64 for x in params.values()):
-            params = weights.Float64Weights(params)  # float64 when asked (a dict of it: itself)
+            params = Float64Weights(params)  # float64 when asked (a dict of it: itself)
         self.cfg, self.params, self.tok, self.labels = cfg, params, tok, labels
         self.name, self.engine, self.dtype = name, engine, dtype
         self.on_note = on_note

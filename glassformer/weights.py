@@ -11,9 +11,8 @@ target and swapped in, so an interrupted save never leaves a half-written checkp
 This module does not compute anything with the weights.
 
 Read "as stored" (`dtype=None`: float64 stays float64, any narrower float becomes float32,
-`stored_dtype`), a model's weights are held in a `Float64Weights`: the float64 weights the
-reference engine computes with, each widened from the stored array the first time it is asked for,
-so that a model only decoded on the float32 engine holds its weights once, in float32.
+`stored_dtype`), a loaded model's weights are held by its Runtime as they were read
+(`runtime.Float64Weights` widens each when the reference engine asks).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ import math
 import numbers
 import os
 import stat
-from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import Literal, get_args
 
@@ -267,38 +265,6 @@ def stored_dtype(x) -> type:
     """The dtype a weight read as stored is held in: float64 if it is float64, else float32 (a
     float16 or bfloat16 file widened: exact)."""
     return np.float64 if getattr(x, "dtype", None) == np.float64 else np.float32
-
-
-class Float64Weights(MutableMapping):
-    """{name: float64 array} over weights held as read (`stored`): each is widened to float64
-    (exactly) the first time it is asked for, then kept; a float64 one is itself. A float32
-    engine is made from `stored` instead (sharing its arrays), so a model that is only decoded
-    in float32 never holds float64 weights. Setting a name sets the stored array."""
-
-    def __init__(self, stored: Mapping):
-        self.stored = dict(stored)
-        self._wide: dict[str, np.ndarray] = {}
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        if name not in self._wide:
-            x = self.stored[name]
-            wide = isinstance(x, np.ndarray) and x.dtype == np.float64
-            self._wide[name] = x if wide else np.asarray(x, dtype=np.float64)
-        return self._wide[name]
-
-    def __setitem__(self, name: str, value) -> None:
-        self.stored[name] = value
-        self._wide.pop(name, None)
-
-    def __delitem__(self, name: str) -> None:
-        del self.stored[name]
-        self._wide.pop(name, None)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.stored)
-
-    def __len__(self) -> int:
-        return len(self.stored)
 
 
 def init(cfg: Config, seed: int = 0, std: float = 0.02, dtype=np.float64) -> dict[str, np.ndarray]:
