@@ -550,11 +550,17 @@ def strategy_tokens(
     return (yield from greedy_tokens(step, prompt, **limits))
 
 
+def ended_at_eos(result) -> bool:
+    """Whether a Generation or a BeamResult's best hypothesis ended with the end token (then the
+    position reading it predicted nothing the output used)."""
+    best = getattr(result, "best", None)  # a BeamResult's best hypothesis
+    return bool(best.finished if best is not None else result.stopped_at_eos)
+
+
 def stop_reason(result, n_prompt: int, decoding: Decoding, cfg) -> str:
     """Why a generation ended, in words: EOS, the max_new_tokens bound, or the decoder's
     max_len (the longest sequence it has positions for)."""
-    best = getattr(result, "best", None)  # a BeamResult's best hypothesis
-    eos = best.finished if best is not None else result.stopped_at_eos
+    eos = ended_at_eos(result)
     n_new = len(result.ids) - n_prompt
     max_new = decoding.max_new_tokens or cfg.max_len
     if eos:

@@ -37,6 +37,7 @@ from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
 from glassformer.serve.api import dumps  # noqa: E402
 from glassformer.serve.sessions import RunCache  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
+from glassformer.tokenizer.display import display_token  # noqa: E402
 from glassformer.torch_model import from_params  # noqa: E402
 from glassformer.torch_steps import many_step_fn, step_fn  # noqa: E402
 from glassformer.trace import tracing  # noqa: E402
@@ -631,3 +632,28 @@ def test_serve_command_refuses_what_is_not_a_folder(tmp_path):
 
     assert main(["serve", str(tmp_path / "missing")]) == 2
     assert main(["serve", "--port", "70000"]) == 2
+
+
+def test_the_output_cards_speak_of_the_last_position_the_translation_used(served):
+    """Issue 39, friction 6: a translation that ended with </s> has one more decoder position,
+    reading </s>, whose prediction the translation never used; the probs and logits cards said
+    "After “</s>” (the last position), the most likely next token is “</s>” at 93.5%". They now
+    speak of the position before it (the one that predicted </s>), with the numbers of its row."""
+    import html as html_lib
+
+    client, explorer = served
+    m = explorer.registry.load("en-es")
+    text = "Where is the station?"
+    run = m.run(text, quiet=True)
+    assert run.generation.stopped_at_eos  # the case in question
+    probs = run.trace["probs"]  # (T, V): the last row reads </s>
+    used = probs.shape[0] - 2
+    end = display_token(m.tokenizer.vocab[m.tokenizer.eos_id], m.runtime.token_kind)
+    reads = display_token(m.tokenizer.vocab[run.ids[used]], m.runtime.token_kind)
+    for name in ("probs", "logits"):
+        card = client.post("step", {"model": "en-es", "text": text, "name": name})
+        said = html_lib.unescape(re.search(r'<p class="shows">(.*?)</p>', card["html"]).group(1))
+        assert said.startswith(f"After “{reads}”"), said  # not after “</s>”
+        assert "the last position the translation used" in said, said
+        top = int(np.argmax(probs[used]))
+        assert top == m.tokenizer.eos_id and f"“{end}”" in said.split(",")[1], said

@@ -506,3 +506,30 @@ def test_compares_second_text_follows_the_first_until_typed(browser, server):  #
     until(driver, titles, 'B: char-lm · "To be"')
     driver.find_element(By.ID, "text-b").send_keys("Hello")
     until(driver, titles, 'B: char-lm · "Hello"')
+
+
+def test_the_scale_is_written_one_way_on_the_page(browser, server):  # noqa: F811
+    """Issue 39, friction 5: the page wrote the attention scale four ways (Ω/√c in the steps,
+    QKᵀ/√d in the tour, ÷√D in the neuron view, Q·Kᵀ/√64 on the diagram). Every text and
+    tooltip of the page, with the neuron view and the overview open, now writes Ω/√c, with the
+    head width given as c = D, as the shape legend defines it."""
+    from test_notation import offences
+
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=char-lm")
+    until(driver, "return document.querySelector('#map canvas')")
+    driver.execute_script(
+        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + 0.5 * b.width
+          / c.width, clientY: b.top + 3.5 * b.height / c.height}));"""
+    )
+    neuron = until(driver, "const e = document.getElementById('neuron');"
+                   "return !e.hidden && e.querySelector('[data-a]') && e.innerText")  # fmt: skip
+    assert "÷ √c = √" in neuron, neuron
+    text = driver.execute_script(
+        "return document.body.innerText + '\\n' + Array.from(document.querySelectorAll("
+        "'[title]'), e => e.title).join('\\n') + '\\n' + Array.from(document.querySelectorAll("
+        "'.tab'), e => e.textContent).join('\\n')"
+    )
+    assert "Ω/√c" in text and offences(text) == [], offences(text)

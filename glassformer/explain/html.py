@@ -41,6 +41,7 @@ import re
 
 import numpy as np
 
+from glassformer.decoding import ended_at_eos
 from glassformer.errors import GlassformerError, param
 from glassformer.explain.html_pieces import (
     LEGEND,
@@ -125,6 +126,7 @@ def render_html(
     shrink: dict[str, str] = {}
     for _ in range(3):
         page = _Page(trace, vocab, params, shrink, max_bytes, token_kind)
+        page.ended = generation is not None and ended_at_eos(generation)
         told = {"tokens": tokens, "result": result, "touched": touched or {}, "cfg": cfg}
         doc = page.document(steps, title, meta or {}, generation, _selection(layers, heads), told)
         size = len(doc.encode("utf-8"))
@@ -148,13 +150,16 @@ def step_renderer(
     exact: bool = True,
     tile_cells: int | None = None,
     readable_vocab: list[str] | None = None,
+    ended: bool = False,
 ):
     """The report's cards one at a time, for the live explorer: `.card(step)` is a step's HTML
     (as in the report), `.maps` collects the heatmap data its `<div class="hm">` elements name;
     `.labels(step)` its axis labels; `.masked(step)` its masked scores. exact: float32 heatmaps;
     tile_cells: a step's map of more cells is sent as its size only (`"tiled": step name`);
-    readable_vocab: `vocab` already made readable (a big vocabulary is made so once)."""
+    readable_vocab: `vocab` already made readable (a big vocabulary is made so once); ended:
+    the decoder's input is an output that ended with the end token (its last position unused)."""
     page = _Page(trace, None, params, {}, MAX_BYTES, token_kind, exact, tile_cells)
+    page.ended = ended
     page.vocab = readable_vocab if readable_vocab is not None else page.readable(vocab)
     return page
 
@@ -187,6 +192,7 @@ class _Page:
         # The explorer's options: heatmaps in float32 (exact hover values), and a step's map of
         # more than tile_cells cells sent as its size only, its values fetched as it scrolls.
         self.exact, self.tile_cells = exact, tile_cells
+        self.ended = False  # the decoder read an output that ended with the end token
         self.vocab = self.readable(vocab)
         self.shrink, self.max_bytes = shrink, max_bytes
         self.key = {id(s): f"s{i}" for i, s in enumerate(trace.steps)}
@@ -370,7 +376,7 @@ class _Page:
             note += '<p class="shape">Hatched −∞: scores the mask hides from the softmax.</p>'
         if is_weights(s.name):  # the one colour rule of attention weights, said on the card
             note += f'<p class="shape">{WEIGHTS_LEGEND}</p>'
-        told = shows(s, self.trace, (rows, cols))
+        told = shows(s, self.trace, (rows, cols), ended=self.ended)
         told = f'<p class="shows">{esc(told)}</p>' if told else ""
         return (
             f'<article class="step"{attrs}><header><h3 class="step-title">'

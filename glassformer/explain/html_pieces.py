@@ -31,7 +31,10 @@ SYMBOLS = {
     **dict.fromkeys(("mean", "std"), "T×1"),
     **{"concat": "T×H·D", "hidden": "T×F", "logits": "T×V", "probs": "T×V", "pooled": "C"},
 }
-LEGEND = "T tokens, S encoder tokens, C d_model, H heads, D head dim, F d_ff, V vocabulary"
+LEGEND = (
+    "T tokens, S encoder tokens, C d_model, H heads, D head dim (the c of Ω/√c), F d_ff, "
+    "V vocabulary"
+)
 
 
 @functools.cache

@@ -375,7 +375,8 @@ def _sublayer_box(d: _Drawing, cfg: Config, block: str, kind: str, rect) -> None
     sub = f"{H} heads{shared} · K, V from M" if cross else f"{H} heads × {D}{shared}"
     sub += " · causal" * causal
     title = (
-        f"block {layer} {what}-attention, {H} heads of {D}: A = softmax(Q·Kᵀ/√{D}) per head, "
+        f"block {layer} {what}-attention, {H} heads of {D}: A = softmax(Ω/√c) per head, "
+        f"Ω = Q·Kᵀ, c = {D}, "
         f"C = A·V, Z = concat(C_0 … C_{H - 1})·W_O"
     )
     title += "; queries from the decoder, keys and values from the encoder output M" * cross

@@ -25,7 +25,7 @@ from glassformer.explain.words import Naming, rounded, title
 from glassformer.trace import jsonable
 from glassformer.training import views as V
 
-EQUATION = "A = softmax(QKᵀ/√d + mask)"
+EQUATION = "A = softmax(Ω/√c + mask), Ω = Q·Kᵀ"
 PREFIX_WORDS = (
     "A head's prefix-matching score (Olsson et al. 2022, “In-context Learning and Induction "
     "Heads”) is the attention a token puts on the token that followed an earlier occurrence of "

@@ -40,10 +40,12 @@ def percent(p: float) -> str:
 
 
 class Say:
-    """Labels of a step's rows and columns, and how a sentence names a row or a column."""
+    """Labels of a step's rows and columns, and how a sentence names a row or a column.
+    ended: the rows are the decoder's positions and the last reads the end token the output
+    ended with (its prediction unused)."""
 
-    def __init__(self, rows, cols):
-        self.rows, self.cols = rows, cols
+    def __init__(self, rows, cols, ended: bool = False):
+        self.rows, self.cols, self.ended = rows, cols, ended
 
     @staticmethod
     def _one(labels, i: int, what: str) -> str:
@@ -291,9 +293,11 @@ def _rotated(v, say: Say, step, trace) -> str:
 
 
 def _outputs(v, say: Say, step, trace) -> str:
-    """Logits and probabilities: the top entry at the last position (or of the one row)."""
+    """Logits and probabilities: the top entry at the last position (or of the one row); after
+    an output that ended with the end token, at the position before (the last one it used)."""
     probs = step.name.endswith("probs")
-    row = v if v.ndim == 1 else v.reshape(-1, v.shape[-1])[-1]
+    last = v.shape[0] - 1 - (say.ended and v.ndim == 2 and v.shape[0] > 1)
+    row = v if v.ndim == 1 else v.reshape(-1, v.shape[-1])[last]
     order = np.argsort(-row, kind="stable")
     top, nxt = int(order[0]), int(order[min(1, row.size - 1)])
     classes = v.ndim == 1 and "pooled" in trace
@@ -308,7 +312,9 @@ def _outputs(v, say: Say, step, trace) -> str:
         )
     else:
         what = "the most likely next token is" if probs else "the highest logit is"
-        where = f"after {say.row(v.shape[0] - 1)} (the last position), " if v.ndim == 2 else ""
+        used = "the last position"
+        used += " the translation used" * (last < v.shape[0] - 1)
+        where = f"after {say.row(last)} ({used}), " if v.ndim == 2 else ""
         text = f"{where}{what} {show(top)}"
     text = text[0].upper() + text[1:] + (f" at {val(row[top])}" if probs else f", {val(row[top])}")
     if row.size > 1:

@@ -271,11 +271,20 @@ def what(name: str, of=None) -> str:
 # -- what this run shows ------------------------------------------------------------------------
 
 
-def shows(step: Step, trace: Trace, labels=None, kind_of: str | None = None, *, token_kind=None):
+def shows(
+    step: Step,
+    trace: Trace,
+    labels=None,
+    kind_of: str | None = None,
+    *,
+    token_kind=None,
+    ended: bool = False,
+):
     """One sentence of what this run's values of `step` show, or None (no values to speak of).
 
     labels: (rows, cols) as the card shows them (readable); None: the trace's axis labels,
-    made readable for `token_kind` (`tokenizer.display`). kind_of: the step's kind (`kind`)."""
+    made readable for `token_kind` (`tokenizer.display`). kind_of: the step's kind (`kind`).
+    ended: the decoder's output ended with the end token, which its last position reads."""
     v = np.asarray(step.values)
     if v.size == 0:
         return None
@@ -290,7 +299,8 @@ def shows(step: Step, trace: Trace, labels=None, kind_of: str | None = None, *, 
         rows = [display_token(str(t), token_kind) for t in words]  # logits, probs: the tokens
     if v.ndim == 1 and cols is None:
         rows, cols = None, rows  # a vector's labels belong to its entries
-    say = Say(rows, cols)
+    decoder_rows = v.ndim == 2 and words is not None and len(words) == v.shape[0]
+    say = Say(rows, cols, ended=ended and decoder_rows)
     classes = Naming(classifier=v.ndim == 1 and "pooled" in trace)  # a classifier's outputs
     k = kind_of if kind_of is not None else kind(step.name, classes)
     if v.dtype == bool or k in ("mask", "mask_simple", "dropout.mask"):

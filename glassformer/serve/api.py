@@ -26,7 +26,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from glassformer.decoding import Decoding
+from glassformer.decoding import Decoding, ended_at_eos
 from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import (
@@ -219,6 +219,7 @@ class Explorer:
             token_kind=rt.token_kind,
             tile_cells=TILE_CELLS,
             readable_vocab=rt.cached("vocab", lambda: display_tokens(rt.tok.vocab, rt.token_kind)),
+            ended=run.generation is not None and ended_at_eos(run.generation),
         )
 
     def _step(self, run, name: str):

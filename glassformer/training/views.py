@@ -4,7 +4,7 @@
 step 0) it runs the probe text through the float64 reference engine and keeps one frame:
 
 - the step and the training log's numbers at that step (loss, lr, the evaluation's if one ran);
-- every attention map A = softmax(QKᵀ/√d + mask) of every head, as float16;
+- every attention map A = softmax(Ω/√c + mask) of every head, as float16;
 - probe metrics: `probe_loss` (a decoder's next-token cross-entropy over the probe text), and
   `repeat_loss` / `first_loss`, the same over the positions whose next token an earlier
   occurrence of the same two tokens gives away (what an induction head can copy) and over the

@@ -120,7 +120,7 @@ def self_attention() -> Trace:
             R.attention(Q, K, V)
         trace.annotate(
             "all.C",
-            "C = softmax(Q·Kᵀ / √c)·V: 5 matrix products and a transpose "
+            "C = softmax(Ω / √c)·V, Ω = Q·Kᵀ: 5 matrix products and a transpose "
             "(SelfAttention_v1's output).",
         )
 
@@ -389,7 +389,7 @@ def _multi_head_part(t, trace: Trace, X: np.ndarray, w: dict, words, H: int = 2)
         A = tap(
             "A",
             R.softmax(masked / math.sqrt(D)),
-            f"A_h = softmax(Ω_h / √D), Ω_ij = -inf for j > i, D = {D}  (B × H × T × T)",
+            f"A_h = softmax(Ω_h / √c), Ω_ij = -inf for j > i, c = {D}  (B × H × T × T)",
             rows=words,
             cols=words,
         )  # (B, H, T, T)
@@ -415,7 +415,7 @@ def _multi_head_part(t, trace: Trace, X: np.ndarray, w: dict, words, H: int = 2)
         ("mha.scores", "One product for every sequence and every head (the 4-D product above)."),
         (
             "mha.A",
-            f"The causal mask and the softmax, per head; the scale is √D = √{D} here.",
+            f"The causal mask and the softmax, per head; the scale is √c = √{D} here.",
         ),
         ("mha.concat", "The heads side by side again: the split undone."),
         (

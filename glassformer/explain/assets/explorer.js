@@ -631,7 +631,7 @@
       tbl,
       el("p", { class: "sum", "data-sum": String(n.sum) }, "Ω[" + n.i + "," + n.j + "] = Σ_d q_d·k_d = ", numEl(n.sum), n.scores !== undefined ? el("span", {}, "   (the trace's scores: ", numEl(n.scores), ")") : null),
     ];
-    if (n.scaled !== undefined) lines.push(el("p", { class: "sum" }, "÷ √" + n.D + " → ", numEl(n.scaled)));
+    if (n.scaled !== undefined) lines.push(el("p", { class: "sum" }, "÷ √c = √" + n.D + " → ", numEl(n.scaled)));
     if (n.A !== undefined) lines.push(n.masked ? el("p", { class: "sum", "data-a": String(n.A), text: "masked: this key is hidden from this query (−∞ before the softmax), A = 0" })
       : el("p", { class: "sum", "data-a": String(n.A) }, "A[" + n.i + "," + n.j + "] = softmax of row " + n.i + " at column " + n.j + " = ", numEl(n.A)));
     lines.push(exportButtons(() => m, () => "neuron-" + n.name + "-" + n.i + "-" + n.j));

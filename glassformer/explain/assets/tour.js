@@ -35,7 +35,7 @@
     ["site", "Which attention", () => "Choose the attention to look at: the stack (encoder or " +
       "decoder), the kind (self- or cross-attention), the layer and the head, counted from 0."],
     ["map", "Attention weights", () => "Row i is one token asking; column j is a token it " +
-      "reads. Each row sums to 1: A = softmax(QKᵀ/√d). Hover a cell for its exact value; click it " +
+      "reads. Each row sums to 1: A = softmax(Ω/√c), Ω = Q·Kᵀ. Hover a cell for its exact value; click it " +
       "to take its score apart."],
     ["[data-tab=steps]", "Every step", () => "Every intermediate matrix of the run, in the " +
       "order the data flows, each with its equation and what it shows for this input."],
