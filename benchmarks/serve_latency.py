@@ -30,6 +30,9 @@ sys.path.insert(0, str(ROOT))
 
 from glassformer.formats import loading  # noqa: E402
 
+# The page's keystroke -> map latencies (explorer run.js measures each with this name).
+LATENCY = "performance.getEntriesByName('gf-keystroke-to-map')"
+
 PASSAGE = (
     "It was the best of times, it was the worst of times, it was the age of wisdom, it was the "
     "age of foolishness, it was the epoch of belief, it was the epoch of incredulity, it was the "
@@ -126,10 +129,10 @@ def measure(driver, By, text: str, repeats: int):
     box = driver.find_element(By.ID, "text")
     times, server = [], []
     for k in range(repeats):
-        n = driver.execute_script("return window.gfLatency.length")
+        n = driver.execute_script(f"return {LATENCY}.length")
         box.send_keys("abcdefghij"[k])
-        wait(driver, "return window.gfLatency.length > arguments[0]", n, timeout=300)
-        times.append(driver.execute_script("return window.gfLatency[window.gfLatency.length-1]"))
+        wait(driver, f"return {LATENCY}.length > arguments[0]", n, timeout=300)
+        times.append(driver.execute_script(f"return {LATENCY}.at(-1).duration"))
         status = driver.find_element(By.ID, "status").text
         server.append(float(status.split("model ran in ")[1].split(" ms")[0]))
     tokens = driver.execute_script(  # the input's tokens (an encoder-decoder's source)

@@ -20,6 +20,7 @@ from glassformer.cli import main
 from glassformer.config import Config, preset
 from glassformer.decoding import beam_search, greedy
 from glassformer.errors import GlassformerError
+from glassformer.explain.bundle import bundle
 from glassformer.explain.html import MAX_BYTES, asset, render_html
 from glassformer.explain.html_pieces import heatmap_data
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps
@@ -263,8 +264,10 @@ def test_style_and_script_are_the_package_asset_files_inlined():
     page = render_html(walkthrough.self_attention())
     root = re.search(r'<div class="gf" id="(gf-[0-9a-f]{10})">', page).group(1)
     assert f"<style>\n{asset('report.css')}</style>" in page
-    script = asset("heatmap.js") + asset("report.js").replace("ROOT_ID", root)
-    assert f"<script>\n{script}</script>" in page  # the drawing shared with the explorer first
+    script = bundle("report.js", asset).replace("ROOT_ID", root)
+    assert f"<script>\n{script}</script>" in page
+    modules = re.findall(r"^// -- ([\w-]+\.js)$", script, flags=re.M)
+    assert modules == ["dom.js", "numbers.js", "heatmap.js", "report.js"]  # the drawing first
     assert "ROOT_ID" in asset("report.js") and "ROOT_ID" not in page
 
 

@@ -35,6 +35,7 @@ from glassformer.formats import loading  # noqa: E402
 from glassformer.inspect import interventions as I  # noqa: E402
 from glassformer.serve import Explorer, Registry, make_server  # noqa: E402
 from glassformer.serve.api import dumps  # noqa: E402
+from glassformer.serve.app import MODULES  # noqa: E402
 from glassformer.serve.sessions import RunCache  # noqa: E402
 from glassformer.tokenizer import CharTokenizer  # noqa: E402
 from glassformer.tokenizer.display import display_token  # noqa: E402
@@ -496,15 +497,25 @@ def test_the_page_and_its_assets_come_from_the_package(served):
     status, headers, page = client.request("GET", "/")
     page = page.decode()
     assert status == 200 and "default-src 'none'" in headers["content-security-policy"]
-    for asset in ("report.css", "heatmap.js", "explorer.css", "explorer.js"):
-        assert f"/assets/{asset}" in page
+    assert '<script type="module" src="/assets/explorer.js">' in page
+    assets = ROOT / "glassformer" / "explain" / "assets"
+    # explorer.js and every module it imports, at any depth: each served as shipped, and the
+    # server's list (app.MODULES) is exactly that set (a module left off it would be a 404).
+    wanted, todo = set(), ["explorer.js"]
+    while todo:
+        name = todo.pop()
+        if name not in wanted:
+            wanted.add(name)
+            todo += re.findall(r'^import[^"]*"\./([\w.-]+\.js)"', (assets / name).read_text(), re.M)
+    assert wanted == set(MODULES)
+    for asset in ("report.css", "explorer.css", *sorted(wanted)):
         status, headers, body = client.request("GET", f"/assets/{asset}")
-        shipped = (ROOT / "glassformer" / "explain" / "assets" / asset).read_bytes()
-        assert status == 200 and body == shipped
+        assert status == 200 and body == (assets / asset).read_bytes(), asset
+        kind = "text/css" if asset.endswith(".css") else "text/javascript"
+        assert headers["content-type"].startswith(kind), asset
     for forbidden in ("http://", "https://", "//cdn", "@import", "fonts.g"):
-        for asset in ("explorer.html", "explorer.css", "explorer.js", "heatmap.js"):
-            text = (ROOT / "glassformer" / "explain" / "assets" / asset).read_text()
-            assert forbidden not in text, (forbidden, asset)
+        for asset in ("explorer.html", "explorer.css", *sorted(wanted)):
+            assert forbidden not in (assets / asset).read_text(), (forbidden, asset)
 
 
 def test_json_is_strict():
@@ -657,3 +668,39 @@ def test_the_output_cards_speak_of_the_last_position_the_translation_used(served
         assert "the last position the translation used" in said, said
         top = int(np.argmax(probs[used]))
         assert top == m.tokenizer.eos_id and f"“{end}”" in said.split(",")[1], said
+
+
+def f16(m: dict) -> np.ndarray:
+    """A heatmap's float16 data (value / scale) as the values, in its shape."""
+    half = np.frombuffer(base64.b64decode(m["f16"]), dtype="<f2").astype(np.float64)
+    return (half * m["scale"]).reshape(m["shape"])
+
+
+def test_the_model_view_holds_every_head_of_every_layer(served):
+    """Issue 39, point 2: the model view (bertviz's) lays out every attention map of the run by
+    site, layer and head, on the weights' fixed 0..1: for the translator, encoder self-, decoder
+    self- and cross-attention, each layer's every head, equal to the reference trace's A (to
+    float16), and nothing else."""
+    client, explorer = served
+    m = explorer.registry.load("en-es")
+    text = "Where is the station?"
+    trace = m.run(text, quiet=True).trace
+    view = client.post("model_view", {"model": "en-es", "text": text})
+    sites = {s["site"]: s for s in view["sites"]}
+    assert set(sites) == {"encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"}
+    cfg, seen = m.cfg, set()
+    for name, site in sites.items():
+        stack = name.split(".")[0]
+        layers = cfg.n_encoder_layers if stack == "encoder" else cfg.n_decoder_layers
+        assert [x["layer"] for x in site["layers"]] == list(range(layers))
+        for x in site["layers"]:
+            assert [h["head"] for h in x["heads"]] == list(range(cfg.n_heads))
+            for h in x["heads"]:
+                assert h["map"]["scale"] == 1.0  # the weights' fixed 0..1
+                A = trace[h["name"]]
+                assert h["name"].startswith(f"{stack}.{x['layer']}.") and h["name"].endswith(
+                    f"head{h['head']}.A"
+                )
+                np.testing.assert_allclose(f16(h["map"]), A, atol=1e-3)  # float16 of A / 1
+                seen.add(h["name"])
+    assert seen == {s for s in trace.names() if s.endswith(".A")}

@@ -7,13 +7,14 @@ numbering of layers and heads, from 0, as in the trace names. The "shows" senten
 over values built by hand: the sentence names the row, the column and the percentage that the
 values hold, and changes when they change. The report's cards and the explorer's step list are
 checked for the words; a table cell's text is `rounded` of the exact value in its title, and
-heatmap.js's `fmt` (run in Chromium) writes numbers as `rounded` does.
+numbers.js's `fmt` writes numbers as `rounded` does (tests/test_js.py, under node).
 """
 
 from __future__ import annotations
 
 import html
 import re
+import time
 from pathlib import Path
 
 import numpy as np
@@ -340,21 +341,24 @@ def test_the_explorer_step_list_carries_the_titles():
     assert '<p class="shows">The most focused row is' in card
 
 
-# -- in the browser: heatmap.js writes numbers as `rounded` does --------------------------------
+# -- in the browser: the report's cards, drawn by its bundled script ------------------------------
+# (numbers.js's `fmt` against `rounded` on the same values: tests/test_js.py, under node)
 
 
-def test_heatmap_js_formats_numbers_as_rounded(browser, tmp_path, traces):  # noqa: F811
+def test_the_report_draws_its_cards_in_the_browser(browser, tmp_path, traces):  # noqa: F811
     driver = need(browser)
     _, trace = traces["encoder-decoder"]
     path = tmp_path / "words.html"
     path.write_text(render_html(trace), encoding="utf-8")
     driver.get(path.as_uri())
-    xs = [105.21, 4.677e-10, 0.99999999953, 74526.1, -0.000123456, 1.5e6, 0.0, 11.4639, 2.0]
-    got = driver.execute_script(
-        "return arguments[0].map(x => window.glassformerHeatmap.fmt(x));", xs
-    )
-    assert got == [rounded(x) for x in xs]
     driver.execute_script(
         "document.getElementById('step-decoder.1.cross_attn.head0.A').scrollIntoView()"
     )
+    card = "document.getElementById('step-decoder.1.cross_attn.head0.A')"
+    drawn = f"return {card}.querySelectorAll('.hm canvas, table.mat').length"
+    for _ in range(100):  # its map is drawn as it scrolls into view
+        if driver.execute_script(drawn):
+            break
+        time.sleep(0.05)
+    assert driver.execute_script(drawn) > 0
     screenshot(driver, tmp_path, "steps-cards.png")

@@ -43,6 +43,7 @@ import numpy as np
 
 from glassformer.decoding import ended_at_eos
 from glassformer.errors import GlassformerError, param
+from glassformer.explain.bundle import bundle
 from glassformer.explain.html_pieces import (
     LEGEND,
     SHRUNK_SIDE,
@@ -255,7 +256,7 @@ class _Page:
         data = data.replace("<", "\\u003c")  # no `</script>` (or `<!--`) can end the block early
         self.data_bytes = len(data.encode("utf-8"))
         root = "gf-" + hashlib.sha1((body + data).encode("utf-8")).hexdigest()[:10]
-        script = asset("heatmap.js") + asset("report.js").replace("ROOT_ID", root)
+        script = bundle("report.js", asset).replace("ROOT_ID", root)
         return (
             f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             f'<meta name="viewport" content="width=device-width, initial-scale=1">'

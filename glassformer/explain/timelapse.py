@@ -20,6 +20,7 @@ import json
 
 import numpy as np
 
+from glassformer.explain.bundle import bundle
 from glassformer.explain.html_pieces import asset, esc
 from glassformer.explain.words import Naming, rounded, title
 from glassformer.trace import jsonable
@@ -217,13 +218,7 @@ def render_page(views: V.Views, *, title_text: str | None = None, meta: dict | N
     blob = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     blob = blob.replace("<", "\\u003c")  # no `</script>` (or `<!--`) can end the block early
     style = asset("report.css") + asset("timelapse.css")
-    script = asset("heatmap.js") + asset("timelapse.js")
-    boot = (
-        "(function(){const r=document.getElementById('gf-timelapse');"
-        "const d=JSON.parse(r.querySelector('script.gf-views').textContent);"
-        "window.glassformerTimelapse.mount(r.querySelector('.gf-tl'),d,{});"
-        "r.dataset.ready='1';})();"
-    )
+    script = bundle("timelapse-page.js", asset)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -234,5 +229,5 @@ def render_page(views: V.Views, *, title_text: str | None = None, meta: dict | N
         "scripts to see it (the printed table: glassformer explain RUN_DIR --over-training)."
         '</p></noscript><div class="gf-tl"></div><div class="gf-tip" hidden></div>\n'
         f'<script type="application/json" class="gf-views">{blob}</script>\n'
-        f"<script>\n{script}\n{boot}</script></div></body></html>\n"
+        f"<script>\n{script}</script></div></body></html>\n"
     )

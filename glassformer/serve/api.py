@@ -30,7 +30,9 @@ from glassformer.decoding import Decoding, ended_at_eos
 from glassformer.explain import timelapse
 from glassformer.explain.html import SMALL, render_html, step_renderer
 from glassformer.explain.html_pieces import (
+    SHRUNK_SIDE,
     WEIGHTS_LEGEND,
+    WEIGHTS_SCALE,
     as_matrix,
     dims,
     esc,
@@ -271,16 +273,22 @@ class Explorer:
         maps = [a for a in attention_maps(run.trace.steps) if a.site == site and a.layer == layer]
         if not maps:
             raise NotFound(f"no attention maps at site {site[:60]!r}, layer {layer}")
-        return {
-            "heads": [
-                {
-                    "name": a.step.name,
-                    "head": a.head,
-                    "map": heatmap_data(a.step.values, None, None, False),
-                }
-                for a in maps
-            ]
-        }
+        return {"heads": [_thumb(a) for a in maps]}
+
+    def model_view(self, body: dict) -> dict:
+        """Every attention map of the run, by site, layer and head (bertviz's model view): the
+        maps as thumbnails, on the attention weights' fixed 0..1, a side over SHRUNK_SIDE cells
+        reduced by block means (`downsample`) as the report reduces a large map."""
+        _, run = self.run(body)
+        sites: dict[str, dict] = {}
+        for a in attention_maps(run.trace.steps):
+            if a.layer is None or a.head is None:
+                continue  # a walkthrough's article heads: no layers to lay out
+            site = sites.setdefault(a.site, {"site": a.site, "kind": a.kind, "layers": {}})
+            site["layers"].setdefault(a.layer, []).append(_thumb(a, shrink=True))
+        for site in sites.values():
+            site["layers"] = [{"layer": k, "heads": v} for k, v in sorted(site["layers"].items())]
+        return {"sites": list(sites.values())}
 
     def neuron(self, body: dict) -> dict:
         """One attention score taken apart: q_i and k_j per dimension, their product, the sum,
@@ -449,3 +457,11 @@ def _tree(items, heads: HeadNumbers, named: Naming) -> list[dict]:
                 }
             )
     return out
+
+
+def _thumb(a, shrink: bool = False) -> dict:
+    """One head's map as a thumbnail: on the weights' fixed 0..1 (the one colour rule), with
+    `shrink` reduced to at most SHRUNK_SIDE cells a side."""
+    small = shrink and max(a.step.shape) > SHRUNK_SIDE
+    data = heatmap_data(a.step.values, None, None, small, scale=WEIGHTS_SCALE)
+    return {"name": a.step.name, "layer": a.layer, "head": a.head, "map": data}

@@ -57,15 +57,17 @@ from glassformer.serve.sessions import NotFound, Unavailable
 log = logging.getLogger("uvicorn.error")
 
 MAX_BODY = 512 * 1024  # bytes of a request body
+MODULES = (  # the page's JavaScript: explorer.js and the ES modules it imports
+    "explorer.js", "page.js", "run.js", "attention.js", "steps.js", "generate.js", "beam.js",
+    "intervene.js", "compare.js", "overview.js", "tour.js", "training.js", "timelapse.js",
+    "heatmap.js", "dom.js", "numbers.js", "rows.js", "readable.js", "neuron.js",
+    "timelapse-chart.js", "timelapse-data.js", "modelview.js", "minimap.js",
+)  # fmt: skip
 ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
     "report.css": "text/css; charset=utf-8",
-    "heatmap.js": "text/javascript; charset=utf-8",
     "explorer.css": "text/css; charset=utf-8",
-    "explorer.js": "text/javascript; charset=utf-8",
-    "overview.js": "text/javascript; charset=utf-8",
-    "tour.js": "text/javascript; charset=utf-8",
-    "timelapse.js": "text/javascript; charset=utf-8",
     "timelapse.css": "text/css; charset=utf-8",
+    **dict.fromkeys(MODULES, "text/javascript; charset=utf-8"),
 }
 PAGE_CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
@@ -77,7 +79,7 @@ REPORT_CSP = (
 )
 ACTIONS = (
     "load", "run", "step", "attention", "heads", "neuron", "cross", "tile", "generate", "intervene",
-    "fidelity", "overview",
+    "fidelity", "overview", "model_view",
 )  # fmt: skip
 INET_ATON = re.compile(r"[0-9a-fA-FxX.]+")  # the old forms inet_aton reads: 127.1, 0x7f.1
 

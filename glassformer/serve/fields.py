@@ -33,6 +33,7 @@ DECODING = ("strategy", "max_new_tokens", "temperature", "top_k", "top_p", "seed
 FIELDS = {
     "load": ("model",),
     "run": INPUT, "cross": INPUT, "fidelity": INPUT, "report": INPUT, "trace": INPUT,
+    "model_view": INPUT,
     "step": (*INPUT, "name"), "attention": (*INPUT, "name"), "heads": (*INPUT, "site", "layer"),
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
     "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
