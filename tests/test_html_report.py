@@ -538,3 +538,22 @@ def test_attention_weights_are_coloured_on_0_to_1_and_other_matrices_on_their_ow
     assert map_of_A["scale"] == 1.0
     scores = heatmap_data(trace["encoder.0.self_attn.head0.scores"], None, None, False)
     assert scores["scale"] == np.abs(trace["encoder.0.self_attn.head0.scores"]).max()
+
+
+def test_the_png_of_a_uniform_map_is_pale_as_on_the_page(tmp_path):
+    """The one colour rule (issue 39, friction 2) in the --png pictures too: attention weights on
+    the fixed 0..1. A head spreading 1/7 over seven keys drew as solid dark blue (coloured
+    against its own largest weight, 0.143); now its cells are the colour of 1/7 on 0..1."""
+    matplotlib = pytest.importorskip("matplotlib")
+    from glassformer.explain.plots import write_attention_pngs
+
+    with tracing() as trace:
+        with scope("decoder.0.self_attn.head0"):
+            tap("A", np.full((7, 7), 1 / 7))
+    (path,) = write_attention_pngs(trace, tmp_path)
+    image = matplotlib.image.imread(path)[..., :3]  # (H, W, 3) in 0..1
+    blues = matplotlib.colormaps["Blues"]
+    pale, dark = np.array(blues(1 / 7)[:3]), np.array(blues(1.0)[:3])
+    # The map's cells: the pixels nearest to either colour, counted.
+    near = lambda c: (np.abs(image - c).max(-1) < 0.02).sum()  # noqa: E731
+    assert near(pale) > 5000 and near(dark) < near(pale) / 20

@@ -15,7 +15,9 @@ import numpy as np
 
 from glassformer.errors import GlassformerError, install_hint, param
 from glassformer.explain.html import SMALL
+from glassformer.explain.html_pieces import WEIGHTS_SCALE
 from glassformer.explain.select import KVGroups, attention_maps, head_of, select_steps
+from glassformer.explain.values import rounded
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import Trace
 
@@ -55,12 +57,12 @@ def write_attention_pngs(
         fig = Figure(figsize=size, dpi=100, layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.add_subplot()
-        top = max(1e-12, float(np.nanmax(A)))
-        image = ax.imshow(A, cmap="Blues", vmin=0.0, vmax=top, aspect="auto")
+        # The one colour rule of attention weights: the fixed 0..1 (as the report and explorer)
+        image = ax.imshow(A, cmap="Blues", vmin=0.0, vmax=WEIGHTS_SCALE, aspect="auto")
         if max(A.shape) <= SMALL:  # small maps: the weights themselves, as in the HTML tables
             for (i, j), a in np.ndenumerate(A):
-                ink = "white" if a > 0.55 * top else "black"
-                ax.text(j, i, f"{a:.3g}", ha="center", va="center", fontsize=8, color=ink)
+                ink = "white" if a > 0.55 * WEIGHTS_SCALE else "black"
+                ax.text(j, i, rounded(a), ha="center", va="center", fontsize=8, color=ink)
         _ticks(ax.set_xticks, ax.set_xticklabels, cols, A.shape[1], rotation=90)
         _ticks(ax.set_yticks, ax.set_yticklabels, rows, A.shape[0])
         ax.set_xlabel("key (attended to)")
