@@ -535,3 +535,35 @@ def test_the_scale_is_written_one_way_on_the_page(browser, server):  # noqa: F81
         "'.tab'), e => e.textContent).join('\\n')"
     )
     assert "Ω/√c" in text and offences(text) == [], offences(text)
+
+
+def test_the_neuron_view_says_why_the_score(browser, server):  # noqa: F811
+    """Issue 40, point 2, in the explorer: a click on a cell of an attention map shows its score
+    split by the parts that wrote the query's and the key's residual streams, adding up to the
+    trace's Ω[i, j] (the float64 reference: glassformer.inspect.qk)."""
+    from glassformer import load
+    from glassformer.inspect.qk import decompose
+
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=char-lm")
+    until(driver, "return document.querySelector('#map canvas')")
+    driver.execute_script(
+        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + 2.5 * b.width
+          / c.width, clientY: b.top + 9.5 * b.height / c.height}));"""
+    )
+    total = float(until(driver, "const e = document.querySelector('#neuron .qk-sum');"
+                        " return e && e.dataset.total"))  # fmt: skip
+    rows = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#neuron .qk-parts tr'), r =>"
+        " Array.from(r.children, c => c.textContent))"
+    )
+    m = load(CHAR_LM)
+    trace = m.trace(PROMPT, quiet=True)
+    want = decompose(trace, m.params, m.cfg, "decoder.0.self_attn.head0", 9, 2)
+    assert total == pytest.approx(want.total, abs=1e-12)
+    assert total == pytest.approx(trace["decoder.0.self_attn.head0.scores"][9, 2], abs=1e-10)
+    (a, b, _, _), *_ = want.top(1)
+    assert rows[0] == ["query part", "key part", "share of Ω", "A without it"]
+    assert rows[1][:2] == [a, b] and len(rows) == 9  # the 8 largest entries

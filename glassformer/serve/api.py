@@ -42,6 +42,7 @@ from glassformer.explain.html_pieces import (
 from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, kv_groups
 from glassformer.explain.words import Naming, naming, title
+from glassformer.inspect import qk
 from glassformer.serve import fidelity, fields, generation, neuron, runs
 from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
@@ -304,7 +305,12 @@ class Explorer:
         n_q, n_k = neuron.extent(run.trace, prefix)
         i, j = fields.integer(body, "i", 0, n_q - 1), fields.integer(body, "j", 0, n_k - 1)
         rows, cols = self._renderer(m, run).labels(s) if len(s.shape) == 2 else (None, None)
-        return neuron.take_apart(run.trace, s, i, j, rows, cols)
+        out = neuron.take_apart(run.trace, s, i, j, rows, cols)
+        if not isinstance(m, Fixed) and m.cfg.norm == "pre" and qk.HEAD.match(prefix):
+            # why: the score split by the parts of the residual streams (the float64 reference)
+            parts = qk.decompose(runs.reference(m, run), m.params, m.cfg, prefix, i, j)
+            out["parts"] = parts.to_dict(k=8, table=False)
+        return out
 
     def cross(self, body: dict) -> dict:
         """The last decoder token's cross-attention over the source tokens, every layer and head

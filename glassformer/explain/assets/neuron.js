@@ -108,5 +108,56 @@ export async function neuron(name, i, j) {
       () => "neuron-" + n.name + "-" + n.i + "-" + n.j,
     ),
   );
+  if (n.parts) lines.push(...why(n.parts));
   panel.replaceChildren(...lines.filter(Boolean));
+}
+
+// Why this score: Ω[i, j] split by what wrote the query's and the key's residual streams
+// (inspect/qk.py), its largest entries, and the weight A[i, j] would have without each.
+function why(parts) {
+  const t = el(
+    "table",
+    { class: "next qk-parts" },
+    el(
+      "tr",
+      {},
+      ...["query part", "key part", "share of Ω", "A without it"].map((x) => el("th", { text: x })),
+    ),
+  );
+  for (const r of parts.top)
+    t.append(
+      el(
+        "tr",
+        {},
+        el("td", { text: r.query }),
+        el("td", { text: r.key }),
+        el("td", {}, numEl(r.value)),
+        el("td", {}, numEl(r.weight_without)),
+      ),
+    );
+  const said =
+    "Ω[" +
+    parts.i +
+    "," +
+    parts.j +
+    "] = q·k split by what wrote the query's " +
+    "and the key's residual streams (embeddings, earlier heads, FFNs; the norms frozen at this " +
+    "run's scale). The " +
+    parts.rows.length +
+    " × " +
+    parts.cols.length +
+    " parts add up to ";
+  return [
+    el("h4", { text: "Why this score" }),
+    el(
+      "p",
+      { class: "sub qk-sum", "data-total": String(parts.total) },
+      said,
+      numEl(parts.total),
+      " (the trace's Ω: ",
+      numEl(parts.score),
+      "); the largest:",
+    ),
+    t,
+  ];
 }
