@@ -134,10 +134,9 @@ def decompose(trace: Trace, params: dict, cfg: Config, head: str, i: int, j: int
         without = row.copy()
         without[j] -= v / np.sqrt(D)
         effect[a, b] = R.softmax(without)[j]
-    return QKTable(
-        head, i, j, [*q_names, BIAS], [*k_names, BIAS], table, effect,
-        float(scores[i, j]), float(table.sum()), weight,
-    )  # fmt: skip
+    rows, cols = [*q_names, BIAS], [*k_names, BIAS]
+    total = float(table.sum())
+    return QKTable(head, i, j, rows, cols, table, effect, float(scores[i, j]), total, weight)
 
 
 def _blocks(trace: Trace, stack: str) -> int:
