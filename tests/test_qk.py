@@ -45,7 +45,7 @@ def heads(trace) -> list[str]:
 def reference_trace(cfg, p):
     with tracing() as trace:
         if cfg.arch == "encoder":
-            R.encoder(p, cfg, IDS)
+            (R.classify if cfg.n_classes else R.encoder)(p, cfg, IDS)
         else:
             R.forward(p, cfg, IDS, src_ids=SRC if cfg.arch == "encoder-decoder" else None)
     return trace

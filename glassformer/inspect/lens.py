@@ -56,7 +56,8 @@ def _unembed(params: dict, cfg: Config) -> tuple[np.ndarray, np.ndarray | None]:
     return W, params.get("lm_head.bias")
 
 
-def _n_layers(trace: Trace, stack: str) -> int:
+def n_layers(trace: Trace, stack: str) -> int:
+    """How many blocks of `stack` the trace recorded (its `{stack}.{i}.out` steps)."""
     found = [re.fullmatch(rf"{stack}\.(\d+)\.out", n) for n in trace.names()]
     layers = [int(m[1]) for m in found if m]
     if not layers:
@@ -108,7 +109,7 @@ class LensTable:
 
 def lens_points(trace: Trace, cfg: Config, sublayers: bool = False) -> list[tuple[str, str]]:
     """(trace name, label) of each residual stream the lens reads, in order."""
-    L = _n_layers(trace, "decoder")
+    L = n_layers(trace, "decoder")
     points = [("decoder.input", "embeddings")]
     k_last = (3 if cfg.arch == "encoder-decoder" else 2) - (cfg.d_ff == 0)  # the last: block out
     parts = {1: "self-attention", 2: "cross-attention" if k_last == 3 else "FFN", 3: "FFN"}
@@ -212,7 +213,7 @@ def direct_logit_attribution(
     W, b = _unembed(params, cfg)
     w = W[token] - (0.0 if versus is None else W[versus])  # (C,)
     gamma, beta = params["decoder.norm.weight"], params.get("decoder.norm.bias")
-    L = _n_layers(trace, "decoder")
+    L = n_layers(trace, "decoder")
     final = np.asarray(trace[f"decoder.{L - 1}.out"])[position]  # (C,)
     rms = cfg.norm_kind == "rmsnorm"
     spread = (final * final).mean() if rms else final.var()

@@ -34,6 +34,7 @@ import numpy as np
 from glassformer import reference as R
 from glassformer.config import Config
 from glassformer.errors import GlassformerError
+from glassformer.inspect.lens import n_layers
 from glassformer.trace import Trace
 
 HEAD = re.compile(r"^(encoder|decoder)\.(\d+)\.(self_attn|cross_attn)\.head(\d+)$")
@@ -112,7 +113,7 @@ def decompose(trace: Trace, params: dict, cfg: Config, head: str, i: int, j: int
     q_names, q_parts = _parts(trace, params, cfg, stack, layer, kind)  # (n, T, C)
     q_parts, q_const = _frozen_norm(q_parts, params, f"{stack}.layers.{layer}.norm{k_norm}", cfg)
     if kind == "cross_attn":
-        L = _blocks(trace, "encoder")
+        L = n_layers(trace, "encoder")
         k_names, k_parts = _parts(trace, params, cfg, "encoder", L, None)
         k_parts, k_const = _frozen_norm(k_parts, params, "encoder.norm", cfg)  # M, frozen
     else:
@@ -137,14 +138,6 @@ def decompose(trace: Trace, params: dict, cfg: Config, head: str, i: int, j: int
     rows, cols = [*q_names, BIAS], [*k_names, BIAS]
     total = float(table.sum())
     return QKTable(head, i, j, rows, cols, table, effect, float(scores[i, j]), total, weight)
-
-
-def _blocks(trace: Trace, stack: str) -> int:
-    found = [re.fullmatch(rf"{stack}\.(\d+)\.out", n) for n in trace.names()]
-    layers = [int(m[1]) for m in found if m]
-    if not layers:
-        raise GlassformerError(f"the trace has no {stack} blocks: record a run of this model")
-    return max(layers) + 1
 
 
 def _parts(trace: Trace, params: dict, cfg: Config, stack: str, layer: int, kind: str | None):

@@ -1,0 +1,95 @@
+"""The exact attribution graph (issue 40, point 1). Oracles: the model's own logit, recorded by each
+engine (the edges into the logit add up to it within 1e-10), the recorded output of every head and
+FFN (the edges into a node add up to its value g·o, o from the trace: a wrong frozen map breaks
+this), and the chain rule (the edges out of a node add up to its value too); for decoders,
+encoder-decoders (source tokens reach the logit through cross-attention), classifiers, the Llama
+family (RoPE, GQA, RMSNorm, SwiGLU) and the shipped models. Post-LN is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from test_qk import CONFIGS, SMALL, reference_trace, torch_trace
+
+from glassformer import load, weights
+from glassformer.config import Config
+from glassformer.errors import GlassformerError
+from glassformer.inspect.circuit import graph
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-10
+MODELS = CONFIGS | {"encoder classifier": CONFIGS["encoder"] | dict(n_classes=3)}
+MODELS.pop("encoder")
+
+
+def check(G, want: float) -> None:
+    n = len(G.names)
+    scale = max(1.0, abs(want))
+    assert abs(G.logit - want) <= TOL * scale
+    assert abs(G.edges[n + 1, : n + 1].sum() - want) <= TOL * scale  # completeness
+    assert G.error <= TOL * scale  # every node's incoming edges: its value
+    outgoing = G.edges[:, :n].sum(0)
+    assert np.max(np.abs(outgoing - G.values[:n])) <= TOL * scale  # and its outgoing edges
+
+
+@pytest.mark.parametrize("engine", [reference_trace, torch_trace], ids=["reference", "torch"])
+@pytest.mark.parametrize("name", MODELS)
+def test_the_graph_adds_up_to_the_logit(name, engine):
+    cfg = Config(**(SMALL | MODELS[name]))
+    p = weights.init(cfg, seed=5, std=0.4)
+    trace = engine(cfg, p)
+    logits = np.asarray(trace["logits"], dtype=np.float64)
+    if cfg.n_classes:
+        logits = logits.reshape(-1)
+        G = graph(trace, p, cfg, 2, versus=0)
+        check(G, logits[2] - logits[0])
+        assert any(s == "encoder" and k == "source" for s, k in zip(G.stacks, G.kinds, strict=True))
+        return
+    for position, token, versus in [(-1, 3, None), (2, 7, 1), (0, 11, None)]:
+        G = graph(trace, p, cfg, token, versus=versus, position=position)
+        row = logits[position]
+        check(G, row[token] - (0.0 if versus is None else row[versus]))
+    if cfg.arch == "encoder-decoder":  # a source token's edge into a cross-attention head
+        n = len(G.names)
+        src = [i for i in range(n) if G.stacks[i] == "encoder" and G.kinds[i] == "source"]
+        cross = [i for i in range(n) if ".cross_attn.head" in G.names[i]]
+        assert np.abs(G.edges[np.ix_(cross, src)]).max() > 0
+
+
+def test_pruning_keeps_the_large_nodes_and_says_the_share():
+    m = load(ROOT / "models" / "en-es")
+    run = m.run("Hello world.", quiet=True)
+    logits = np.asarray(run.trace["logits"])
+    token = int(np.argmax(logits[2]))
+    G = graph(run.trace, m.params, m.cfg, token, position=2)
+    check(G, logits[2, token])
+    P = G.pruned(0.05)
+    assert P.kept["of"] == len(G.names) and 0 < P.kept["nodes"] < len(G.names)
+    assert all(abs(v) >= 0.05 * abs(G.logit) for v in P.values[: len(P.names)])
+    direct = P.edges[-1].sum() / G.logit
+    assert P.kept["share"] == pytest.approx(direct)
+    full = G.pruned(0.0)
+    assert full.kept["share"] == pytest.approx(1.0, abs=1e-12)
+    d = P.to_dict()
+    assert d["nodes"][-1]["name"] == "logit" and d["edges"]
+
+
+def test_the_shipped_char_lm():
+    m = load(ROOT / "models" / "char-lm")
+    run = m.run("ROMEO: But soft", quiet=True)
+    logits = np.asarray(run.trace["logits"])
+    token = int(np.argmax(logits[-1]))
+    check(graph(run.trace, m.params, m.cfg, token), logits[-1, token])
+
+
+def test_what_has_no_exact_graph_is_refused():
+    cfg = Config(**(SMALL | MODELS["decoder"] | dict(norm="post")))
+    p = weights.init(cfg, seed=5, std=0.4)
+    with pytest.raises(GlassformerError, match="needs a pre-LN model"):
+        graph(reference_trace(cfg, p), p, cfg, 1)
+    cfg = Config(**(SMALL | CONFIGS["encoder"]))
+    p = weights.init(cfg, seed=5, std=0.4)
+    with pytest.raises(GlassformerError, match="this encoder has no head"):
+        graph(reference_trace(cfg, p), p, cfg, 1)
