@@ -129,6 +129,10 @@ ARGS: dict[str, Arg] = {
     "patch.text": Of("a str or a Run (Model.run makes one)", kinds=text_or_run),
     "clean": Text(one=True),
     "target": Of("a str (the decoder's text)", kinds=(str,)),
+    "circuit.target": Text(one=True),  # the token (a class) explained
+    "circuit.text": Text(one=True),
+    "decoder": Of("a str (the decoder's text)", kinds=(str,)),
+    "threshold": Real("a share of |logit| in [0, 1]", None, 1.0),
     "run.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "trace.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "ablate.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),

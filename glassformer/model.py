@@ -855,6 +855,43 @@ class Model:
         """
         return trace_intervene(fns)
 
+    def circuit(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        versus: str | None = None,
+        position: int | None = None,
+        decoder: str | None = None,
+        threshold: float = 0.02,
+    ) -> results.Circuit:
+        """`glassformer circuit --json`: the exact attribution graph of one logit (pre-LN models;
+        `glassformer.inspect.circuit`), its nodes and edges of at least threshold·|logit|.
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        target, versus : str, optional
+            The token (a classifier's class) explained, default the model's top prediction;
+            and one whose logit is subtracted.
+        position : int, optional
+            The position explained (default the last; negative counts from the end).
+        decoder : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        threshold : float
+            Nodes and edges below threshold·|logit| are left out (their share is said).
+
+        Returns
+        -------
+        Circuit
+            input, token, versus, threshold, graph (target, logit, error, kept, nodes, edges).
+        """
+        from glassformer.inspect import probes
+
+        options = dict(target=target, versus=versus, position=position, decoder=decoder)
+        return probes.circuit(self.runtime, text, threshold=threshold, **options)
+
     def lens(
         self,
         text: str,

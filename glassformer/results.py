@@ -97,6 +97,34 @@ def _without_none(d: dict, *optional: str) -> dict:
 
 
 @dataclass(repr=False)
+class Circuit(Result):
+    """`Model.circuit`: the exact attribution graph of one logit (`inspect.circuit.Graph`),
+    pruned at `threshold`·|logit|: `graph` (the pruned graph's `to_dict()`: target, logit, error,
+    kept, nodes, edges), the decoder's readable tokens `input`, the token explained, `versus`."""
+
+    input: list[str]
+    token: str
+    versus: str | None
+    threshold: float
+    graph: dict
+
+    def to_dict(self) -> dict:
+        d = {"input": self.input, "token": self.token, "versus": self.versus}
+        return _without_none(d, "versus") | {"threshold": self.threshold, "graph": self.graph}
+
+    def _title(self) -> str:
+        g = self.graph
+        return f"of {g['target']}: {g['kept']['nodes']} of {g['kept']['of']} nodes"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        g = self.graph
+        return [
+            ("logit", f"{g['logit']:.6f} (edges in: completeness error {g['error']:.1e})"),
+            ("kept", f"{g['kept']['share']:.1%} of the logit at threshold {self.threshold:g}"),
+        ]
+
+
+@dataclass(repr=False)
 class Lens(Result):
     """`Model.lens`: the decoder's readable tokens (`input`), the logit lens table (`lens`:
     points, labels, top_ids, top_logits, top_probs, norm, top_tokens; rows are residual

@@ -93,3 +93,75 @@ def test_what_has_no_exact_graph_is_refused():
     p = weights.init(cfg, seed=5, std=0.4)
     with pytest.raises(GlassformerError, match="this encoder has no head"):
         graph(reference_trace(cfg, p), p, cfg, 1)
+
+
+# -- Model.circuit and `glassformer circuit` ---------------------------------------------------
+
+
+def test_model_circuit_explains_the_top_prediction_with_tokens_named():
+    m = load(ROOT / "models" / "en-es")
+    c = m.circuit("Hello world.", position=2, threshold=0.02)
+    g = c.graph
+    assert c.token == "␣el" and g["target"] == "logit[445] at position 2"
+    assert g["error"] < TOL and 0 < g["kept"]["nodes"] < g["kept"]["of"]
+    named = {n["name"]: n.get("token") for n in g["nodes"]}
+    assert named["encoder.token@2"] == "␣world" and named["decoder.token@2"] == "ola"
+    d = m.circuit("Hello world.", position=2, target="la", versus="el").graph
+    run = m.run("Hello world.", quiet=True)
+    logits = np.asarray(run.trace["logits"])[2]
+    la, el = m.tokenizer.encode("la")[0], m.tokenizer.encode("el")[0]
+    assert d["logit"] == pytest.approx(logits[la] - logits[el], abs=1e-12)
+
+
+def test_a_classifier_explains_a_class_by_name(seeded_classifier, tmp_path):
+    m = load(seeded_classifier)  # post-LN: refused, with why
+    with pytest.raises(GlassformerError, match="needs a pre-LN model"):
+        m.circuit("to be or not")
+    cfg, _, tok = weights.load(seeded_classifier)
+    cfg = Config(**(cfg.to_dict() | dict(norm="pre")))
+    params = weights.init(cfg, seed=1)
+    weights.save(tmp_path / "pre", cfg, params, tokenizer=tok, labels=["yes", "no"])
+    m = load(tmp_path / "pre")
+    c = m.circuit("to be or not", target="no", versus="yes", threshold=0.0)
+    assert c.token == "no" and c.versus == "yes"
+    assert c.graph["kept"]["share"] == pytest.approx(1.0, abs=1e-12)
+    logits = m.run("to be or not", quiet=True).output  # the reference's class logits
+    assert c.graph["logit"] == pytest.approx(logits[1] - logits[0], abs=1e-12)
+    with pytest.raises(GlassformerError, match="'maybe' is not a class: choose one of yes, no"):
+        m.circuit("to be or not", target="maybe")
+
+
+def test_the_command_prints_the_graph_and_writes_json(capsys, tmp_path):
+    from glassformer.cli import main
+
+    out = tmp_path / "graph.json"
+    char_lm = str(ROOT / "models" / "char-lm")
+    assert main(["circuit", char_lm, "ROMEO: But", "--json", str(out)]) == 0
+    said = capsys.readouterr()
+    assert "wrote the graph of" in said.out + said.err
+    import json
+
+    d = json.loads(out.read_text())
+    assert d["graph"]["nodes"][-1]["name"] == "logit" and d["graph"]["error"] < TOL
+    assert main(["circuit", str(ROOT / "models" / "char-lm"), "ROMEO: But"]) == 0
+    text = capsys.readouterr().out
+    assert "every node's incoming edges add up to its value" in text
+    assert "nodes by their total effect on the logit:" in text
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["--threshold", "2"], "--threshold must be a share of |logit| in [0, 1], got 2"),
+        (["--threshold", "-1"], "--threshold -1.0: a share of the logit in 0..1"),
+        (["--decoder", "x"], "--decoder is the decoder text of an encoder-decoder"),
+        (["--position", "99"], "--position 99: the model reads"),
+        (["--target", "ab"], "--target 'ab' is 2 tokens"),
+    ],
+)
+def test_bad_input_gets_one_line(capsys, args, says):
+    from glassformer.cli import main
+
+    assert main(["circuit", str(ROOT / "models" / "char-lm"), "ROMEO", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err

@@ -30,7 +30,8 @@ PUBLIC = {
     "encode", "decode", "tokens",
     # the verbs
     "generate", "stream", "record", "translate", "alignments", "embed", "classify", "evaluate",
-    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "attribute",
+    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit",
+    "attribute",
     "save", "export_hf",
 }  # fmt: skip
 

@@ -60,6 +60,9 @@ FLAGS = {
     "baseline": "--baseline",
     "target": "--target",
     "text": "TEXT",
+    # circuit (cli/probe.py)
+    "decoder": "--decoder",
+    "threshold": "--threshold",
     # explain (cli/reports.py, cli/touch.py)
     "names": "--ablate",
     "clean": "--patch-from",

@@ -1,8 +1,8 @@
 """Probing a model: `lens` (each layer's residual stream read through the output head, and each
-head's direct share of a chosen logit) and `attribute` (how much each input token contributes to
-each predicted token, by integrated gradients or gradient x input). The work is
-`glassformer.inspect.lens`'s and `glassformer.inspect.attribution`'s; here are the options and the
-printing.
+head's direct share of a chosen logit), `circuit` (the exact attribution graph of one logit) and
+`attribute` (how much each input token contributes to each predicted token, by integrated
+gradients or gradient x input). The work is `glassformer.inspect`'s (lens, circuit, attribution);
+here are the options and the printing.
 """
 
 from __future__ import annotations
@@ -42,6 +42,41 @@ def add_parsers(sub) -> None:
         help="the position --dla explains, counted from 0 (-1: the last, the default)",
     )
     lens.set_defaults(func=cmd_lens)
+
+    c = sub.add_parser(
+        "circuit",
+        help="why it predicted that: the exact attribution graph of one logit",
+        description="Run TEXT through the reference engine and, with this input's attention "
+        "patterns, norm scales and feed-forward gates frozen, split one logit into the paths "
+        "from the token embeddings and positions through every head and FFN: nodes with their "
+        "total effect, edges with what one node writes into what another reads; the edges add "
+        "up to the logit exactly (pre-LN models).",
+    )
+    c.add_argument("checkpoint", help="a checkpoint or Hugging Face folder")
+    c.add_argument("text", help="input text (the source, for an encoder-decoder)")
+    c.add_argument(
+        "--target", metavar="TOKEN", help="the token (a class) explained: default the top one"
+    )
+    c.add_argument("--versus", metavar="TOKEN", help="... minus this token's logit")
+    c.add_argument(
+        "--position", type=int, default=None, help="the position explained (default the last)"
+    )
+    c.add_argument(
+        "--decoder", help="decoder text for an encoder-decoder (default: its greedy translation)"
+    )
+    c.add_argument(
+        "--threshold",
+        type=option_type("threshold"),
+        default=0.02,
+        help="leave out nodes and edges under this share of |logit| (0.02)",
+    )
+    c.add_argument("--json", metavar="FILE", help="write the graph as JSON to FILE ('-' stdout)")
+    c.add_argument(
+        "--html", metavar="FILE", help="write the graph as a self-contained HTML page ('-' stdout)"
+    )
+    overwrite_arg(c)
+    threads_arg(c)
+    c.set_defaults(func=cmd_circuit, png=None)
 
     at = sub.add_parser(
         "attribute",
@@ -156,6 +191,56 @@ def _dla_text(d: dict) -> str:
         lines.append(f"  {name:<16}{v:>10.4f}")
     lines.append(f"  sum of the parts {d['total']:.6f} = the model's logit {d['logit']:.6f}")
     return "\n".join(lines)
+
+
+def cmd_circuit(args) -> int:
+    check_report_outputs(args)
+    m = load_model(args.checkpoint)
+    options = dict(target=args.target, versus=args.versus, position=args.position)
+    out = m.circuit(args.text, decoder=args.decoder, threshold=args.threshold, **options)
+
+    def page() -> str:
+        from glassformer.explain import html_touch as H
+
+        meta = {"checkpoint": args.checkpoint, "input": args.text}
+        body = H.circuit_section(out.to_dict())
+        title = f"glassformer circuit: “{args.text}”"
+        return H.probe_page(title, meta, [("circuit", "The attribution graph", body)])
+
+    def text() -> str:
+        return _circuit_text(out.to_dict())
+
+    what = f"the graph of {out.graph['kept']['nodes']} nodes"
+    html = page() if args.html else None
+    write_outputs(args, text, data=out, data_what=what, page=html, page_what=what)
+    return 0
+
+
+def _circuit_text(d: dict, top: int = 12) -> str:
+    g = d["graph"]
+    what = repr(d["token"]) + (f" minus {d['versus']!r}" if d.get("versus") else "")
+    kept = g["kept"]
+    nodes = sorted(g["nodes"][:-2], key=lambda n: -abs(n["value"]))[:top]
+    edges = sorted((e for e in g["edges"]), key=lambda e: -abs(e["weight"]))[:top]
+    lines = [
+        f"the attribution graph of {what}: {g['target']}",
+        f"  the model's logit {g['logit']:.6f}; every node's incoming edges add up to its value "
+        f"(largest gap {g['error']:.1e})",
+        f"  kept {kept['nodes']} of {kept['of']} nodes and {kept['edges']} edges of at least "
+        f"{d['threshold']:g}·|logit|: their direct edges carry {kept['share']:.1%} of the logit",
+        "  nodes by their total effect on the logit:",
+    ]
+    lines += [f"    {_node(n):<40}{n['value']:>+12.4f}" for n in nodes]
+    lines.append("  edges (what one writes into what another reads):")
+    said = {n["name"]: _node(n) for n in g["nodes"]}
+    for e in edges:
+        lines.append(f"    {said[e['from']]:<36} -> {said[e['to']]:<36}{e['weight']:>+11.4f}")
+    return "\n".join(lines)
+
+
+def _node(n: dict) -> str:
+    """A node as the text says it: its name and, at a position, the token read there."""
+    return n["name"] + (f" ({n['token']})" if "token" in n else "")
 
 
 def cmd_attribute(args) -> int:

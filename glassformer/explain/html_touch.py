@@ -149,6 +149,36 @@ def dla_section(d: dict) -> str:
     )
 
 
+def circuit_section(d: dict, top: int = 30) -> str:
+    """The attribution graph of one logit: what it explains, its completeness, the nodes by
+    total effect and the largest edges, as tables."""
+    g, kept = d["graph"], d["graph"]["kept"]
+    what = esc(repr(d["token"]) + (f" minus {d['versus']!r}" if d.get("versus") else ""))
+    head = (
+        f"<p>The logit of {what} ({esc(g['target'])}) is {g['logit']:.6f}. With this input's "
+        "attention patterns, norm scales and feed-forward gates frozen, it is an exact sum of "
+        "paths: every node's incoming edges add up to its value (largest gap "
+        f"{g['error']:.1e}). Kept: {kept['nodes']} of {kept['of']} nodes, {kept['edges']} edges "
+        f"of at least {d['threshold']:g}·|logit|; their direct edges into the logit carry "
+        f"{kept['share']:.1%} of it.</p>"
+    )
+    nodes = sorted(g["nodes"][:-2], key=lambda n: -abs(n["value"]))[:top]
+    rows = "".join(
+        f"<tr><td>{esc(n['name'])}</td><td>{esc(n['kind'])}</td><td>{n['value']:+.4f}</td></tr>"
+        for n in nodes
+    )
+    edges = sorted(g["edges"], key=lambda e: -abs(e["weight"]))[:top]
+    erows = "".join(
+        f"<tr><td>{esc(e['from'])}</td><td>{esc(e['to'])}</td><td>{e['weight']:+.4f}</td></tr>"
+        for e in edges
+    )
+    return (
+        head + "<h3>Nodes, by total effect on the logit</h3><table class='next'><tr><th>node"
+        f"</th><th>kind</th><th>effect</th></tr>{rows}</table><h3>Edges</h3><table class='next'>"
+        f"<tr><th>from</th><th>to</th><th>weight</th></tr>{erows}</table>"
+    )
+
+
 def attribution_section(result: dict) -> str:
     """One row per predicted token: the input tokens tinted by their share of its logit (blue
     for, red against, each row on its own scale), the exact value in each title."""

@@ -1,5 +1,6 @@
-"""The probes of one input: the logit lens with direct logit attribution (`Model.lens`) and input
-attribution (`Model.attribute`), from a Model's text (read through its `Runtime`, `m` below) to
+"""The probes of one input: the logit lens with direct logit attribution (`Model.lens`), the
+exact attribution graph of one logit (`Model.circuit`) and input attribution
+(`Model.attribute`), from a Model's text (read through its `Runtime`, `m` below) to
 `lens.py`'s and `attribution.py`'s work and back as typed results (`results.Lens`,
 `results.Attribution`). The lens runs on the float64 reference engine, attribution on the PyTorch
 engine in float64.
@@ -99,6 +100,61 @@ def lens(
         d = L.direct_logit_attribution(trace, m.params, m.cfg, token, other, position)
         result.dla = d.to_dict() | {"token": dla, "versus": versus}
     return result
+
+
+def circuit(m, text: str, *, target=None, versus=None, position=None, decoder=None, threshold=0.02):
+    """See `Model.circuit`: the exact attribution graph of one logit, pruned."""
+    from glassformer.inspect import circuit as C
+
+    if decoder is not None and m.cfg.arch != "encoder-decoder":
+        raise InputError(
+            f"{param('decoder')} is the decoder text of an encoder-decoder; for a decoder, put "
+            f"it in {param('text')}"
+        )
+    if not 0 <= threshold <= 1:
+        raise InputError(f"{param('threshold', threshold)}: a share of the logit in 0..1")
+    if m.cfg.arch == "encoder":
+        src, ids = None, m.encode(text)
+    else:
+        src, ids = decoder_input(m, text, decoder)
+    position = -1 if position is None else position
+    if not -len(ids) <= position < len(ids):
+        raise InputError(
+            f"{param('position', position)}: the model reads {len(ids)} tokens, so a position "
+            f"is in 0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
+        )
+    with tracing() as trace:
+        if m.cfg.arch == "encoder":
+            logits = R.classify(m.params, m.cfg, ids)[None]  # (1, n_classes)
+        else:
+            logits = R.forward(m.params, m.cfg, ids, src_ids=src)
+    numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
+    row = logits[position if m.cfg.arch != "encoder" else 0]
+    token = int(row.argmax()) if target is None else _choice(m, target, "target")
+    other = None if versus is None else _choice(m, versus, "versus")
+    g = C.graph(trace, m.params, m.cfg, token, other, position)
+    if m.cfg.arch == "encoder":
+        name = m.class_names.__getitem__
+    else:
+        name = lambda i: m.readable([i])[0]  # noqa: E731
+    kept = g.pruned(threshold).to_dict()
+    read = {"encoder": m.readable(src if src is not None else ids), "decoder": m.readable(ids)}
+    for node in kept["nodes"]:  # the token at the node's position, as the reader sees it
+        if node["position"] >= 0:
+            node["token"] = read[node["stack"]][node["position"]]
+    other_name = None if other is None else name(other)
+    return results.Circuit(m.readable(ids), name(token), other_name, threshold, kept)
+
+
+def _choice(m, text: str, name: str) -> int:
+    """A classifier's class (by label) or one token (`token_id`)."""
+    if m.cfg.arch == "encoder":
+        classes = m.class_names
+        if text not in classes:
+            said = param(name, text=repr(text))
+            raise InputError(f"{said} is not a class: choose one of {', '.join(classes)}")
+        return classes.index(text)
+    return token_id(m, text, name)
 
 
 def attribute(
