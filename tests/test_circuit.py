@@ -165,3 +165,13 @@ def test_bad_input_gets_one_line(capsys, args, says):
     assert main(["circuit", str(ROOT / "models" / "char-lm"), "ROMEO", *args]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0], err
+
+
+def test_the_page_names_each_node_with_its_token(capsys):
+    from glassformer.cli import main
+
+    char_lm = str(ROOT / "models" / "char-lm")
+    assert main(["circuit", char_lm, "ROMEO: But", "--html", "-"]) == 0
+    page = capsys.readouterr().out
+    assert page.startswith("<!DOCTYPE html>") and "every node's incoming edges add up" in page
+    assert "decoder.token@0 (R)" in page and "http" not in page.split("</style>", 1)[1]

@@ -162,14 +162,17 @@ def circuit_section(d: dict, top: int = 30) -> str:
         f"of at least {d['threshold']:g}·|logit|; their direct edges into the logit carry "
         f"{kept['share']:.1%} of it.</p>"
     )
+    said = {n["name"]: n["name"] + (f" ({n['token']})" if "token" in n else "") for n in g["nodes"]}
     nodes = sorted(g["nodes"][:-2], key=lambda n: -abs(n["value"]))[:top]
     rows = "".join(
-        f"<tr><td>{esc(n['name'])}</td><td>{esc(n['kind'])}</td><td>{n['value']:+.4f}</td></tr>"
+        f"<tr><td>{esc(said[n['name']])}</td><td>{esc(n['kind'])}</td>"
+        f"<td>{n['value']:+.4f}</td></tr>"
         for n in nodes
     )
     edges = sorted(g["edges"], key=lambda e: -abs(e["weight"]))[:top]
     erows = "".join(
-        f"<tr><td>{esc(e['from'])}</td><td>{esc(e['to'])}</td><td>{e['weight']:+.4f}</td></tr>"
+        f"<tr><td>{esc(said[e['from']])}</td><td>{esc(said[e['to']])}</td>"
+        f"<td>{e['weight']:+.4f}</td></tr>"
         for e in edges
     )
     return (
