@@ -46,6 +46,17 @@ def decoder_input(m, text: str, target: str | None) -> tuple[list[int] | None, l
     return ids, gen.ids[:-1] if gen.stopped_at_eos else gen.ids
 
 
+def _position(position: int | None, n: int, reader: str) -> int:
+    """The position a probe explains (None: the last) among the n tokens `reader` reads."""
+    position = -1 if position is None else position
+    if not -n <= position < n:
+        raise InputError(
+            f"{param('position', position)}: {reader} reads {n} tokens, so a position "
+            f"is in 0..{n - 1} (or -{n}..-1, counted from the end)"
+        )
+    return position
+
+
 def token_id(m, text: str, name: str) -> int:
     """The one token `text` is (the parameter `name`: dla, versus)."""
     if not isinstance(text, str) or not utf8(text, param(name)):
@@ -81,12 +92,7 @@ def lens(
             f"{param('position')}"
         )
     src, ids = decoder_input(m, text, target)
-    position = -1 if position is None else position
-    if not -len(ids) <= position < len(ids):
-        raise InputError(
-            f"{param('position', position)}: the decoder reads {len(ids)} tokens, so a position "
-            f"is in 0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
-        )
+    position = _position(position, len(ids), "the decoder")
     with tracing() as trace:
         logits = R.forward(m.params, m.cfg, ids, src_ids=src)
     numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
@@ -117,12 +123,7 @@ def circuit(m, text: str, *, target=None, versus=None, position=None, decoder=No
         src, ids = None, m.encode(text)
     else:
         src, ids = decoder_input(m, text, decoder)
-    position = -1 if position is None else position
-    if not -len(ids) <= position < len(ids):
-        raise InputError(
-            f"{param('position', position)}: the model reads {len(ids)} tokens, so a position "
-            f"is in 0..{len(ids) - 1} (or -{len(ids)}..-1, counted from the end)"
-        )
+    position = _position(position, len(ids), "the model")
     with tracing() as trace:
         if m.cfg.arch == "encoder":
             logits = R.classify(m.params, m.cfg, ids)[None]  # (1, n_classes)

@@ -97,38 +97,30 @@ export function input(extra) {
   if (state.stepInput) Object.assign(b, state.stepInput);
   return Object.assign(b, extra || {});
 }
+// The PNG and SVG buttons of a picture: png() and svg() save it.
+function exports(png, svg) {
+  const button = (kind, onclick) =>
+    el("button", { type: "button", class: "export-" + kind, text: kind.toUpperCase(), onclick });
+  return el("span", { class: "exports" }, button("png", png), button("svg", svg));
+}
+
 export function exportButtons(get, name) {
   // PNG / SVG of a matrix view
-  const warn = (m) => {
-    if (m.shape[0] * m.shape[1] > 250000) {
+  const ready = () => {
+    const m = get();
+    if (m && m.shape[0] * m.shape[1] > 250000) {
       problem("This matrix is too large to export as a picture; export the trace as JSON.");
-      return true;
+      return null;
     }
-    return false;
+    return m;
   };
-  return el(
-    "span",
-    { class: "exports" },
-    el("button", {
-      type: "button",
-      class: "export-png",
-      text: "PNG",
-      onclick: () => {
-        const m = get();
-        if (m && !warn(m)) exportPNG(m, name(), name());
-      },
-    }),
-    el("button", {
-      type: "button",
-      class: "export-svg",
-      text: "SVG",
-      onclick: () => {
-        const m = get();
-        if (m && !warn(m)) exportSVG(m, name(), name());
-      },
-    }),
-  );
+  const save = (write) => () => {
+    const m = ready();
+    if (m) write(m, name(), name());
+  };
+  return exports(save(exportPNG), save(exportSVG));
 }
+
 export function matrixOf(values, rows, cols) {
   // a map object (as heatmap.js draws) from values
   const R = values.length,
@@ -162,21 +154,9 @@ export function svgExportButtons(svg, name) {
     copy.setAttribute("xmlns", svgNS());
     return new XMLSerializer().serializeToString(copy);
   };
-  return el(
-    "span",
-    { class: "exports" },
-    el("button", {
-      type: "button",
-      class: "export-png",
-      text: "PNG",
-      onclick: () => svgToPNG(text(), name),
-    }),
-    el("button", {
-      type: "button",
-      class: "export-svg",
-      text: "SVG",
-      onclick: () => download(name + ".svg", new Blob([text()], { type: "image/svg+xml" })),
-    }),
+  return exports(
+    () => svgToPNG(text(), name),
+    () => download(name + ".svg", new Blob([text()], { type: "image/svg+xml" })),
   );
 }
 // Draw every heatmap placeholder (.hm) of a server answer {html, maps}; tables rounded.
