@@ -5,7 +5,8 @@ A `Runtime` holds the config, float64 weights (`Float64Weights`: widened from th
 stored ones when first asked for), tokenizer and class names, the engine choice and
 its precision, and makes each PyTorch engine once (`torch(dtype)`, under a lock: the explorer
 asks from many threads). It gives the next-token step functions decoding runs on (`step`,
-`many_step`), the reference engine's forward (`reference_run`), one decoding with the notes that
+`many_step`), the reference engine's forward (`reference_run`), the pass `Model.run` traces on the
+PyTorch engine (`torch_pass`: the explorer's float32 view), one decoding with the notes that
 tell how it went (`decoded`), user text checked into token ids (`encode`) and ids back into
 pieces (`pieces`, `readable`), the refusals of a model that cannot do what it is asked
 (`need_tokenizer`, `need_generator`, `need_classifier`) and where notes go (`note`: `on_note`, or
@@ -323,6 +324,36 @@ class Runtime:
         if self.cfg.n_classes:
             return lambda ids: R.classify(self.params, self.cfg, list(ids))
         return lambda ids: R.encoder(self.params, self.cfg, list(ids))
+
+    def torch_pass(self, dtype: str = "float32") -> Callable | None:
+        """The pass `Model.run` traces in the reference engine, on the PyTorch engine in `dtype`
+        instead (the explorer's float32 view traces it): input (ids, or (src, ids)) -> a
+        decoder's or translator's logits (T, V), a classifier's class logits (n_classes,),
+        another encoder's sentence embedding (C,), as NumPy in `dtype`; traced, its steps have
+        the reference's names (LayerNorm internals aside: the fused op has none). None without
+        PyTorch."""
+        model = self.torch(dtype)
+        if model is None:
+            return None
+        import torch
+
+        from glassformer.torch_model import sentence_embeddings
+
+        cfg, device = self.cfg, next(model.parameters()).device
+        pooled = cfg.arch == "encoder" and not cfg.n_classes
+
+        def run(inp):
+            src, ids = inp if cfg.arch == "encoder-decoder" else (None, inp)
+            x = torch.as_tensor([list(ids)], device=device)  # (1, T)
+            with torch.no_grad():
+                if pooled:
+                    out = sentence_embeddings(model, x)  # (1, C)
+                else:
+                    s = None if src is None else torch.as_tensor([list(src)], device=device)
+                    out = model(x, src_ids=s)  # (1, T, V) or (1, n_classes)
+            return out[0].cpu().numpy()
+
+        return run
 
     # -- decoding and classes --------------------------------------------------------------------
 

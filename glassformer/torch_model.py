@@ -391,12 +391,15 @@ def _key_mask(valid: Tensor | None) -> Tensor | None:
 
 
 def sentence_embeddings(model: Transformer, ids: Tensor, valid: Tensor | None = None) -> Tensor:
-    """Mean of the encoder outputs over the real tokens, L2-normalised. ids (B, S) -> (B, C)."""
+    """Mean of the encoder outputs over the real tokens, L2-normalised. ids (B, S) -> (B, C).
+    Traced, its steps have the names of the reference's `sentence_embedding`."""
     shared = model.decoder.tok_embed if model.cfg.share_embeddings else None
-    H = model.encoder(ids, _key_mask(valid), tok_embed=shared)  # (B, S, C)
+    with _scope("encoder"):
+        H = model.encoder(ids, _key_mask(valid), tok_embed=shared)  # (B, S, C)
     keep = torch.ones_like(ids, dtype=H.dtype) if valid is None else valid.to(H.dtype)
     pooled = (H * keep[..., None]).sum(1) / keep.sum(1, keepdim=True).clamp(min=1e-9)  # (B, C)
-    return F.normalize(pooled, p=2.0, dim=-1, eps=1e-12)
+    pooled = _tap("pooled", pooled)
+    return _tap("embedding", F.normalize(pooled, p=2.0, dim=-1, eps=1e-12))  # (B, C)
 
 
 def from_params(

@@ -1,5 +1,6 @@
-"""The explorer's float32 view of a real-size decoder (issue 29 point 2), and what it rests on: a
-trace that keeps only some steps (`tracing(keep=...)`) and makes the others when read.
+"""The explorer's float32 view of a real-size decoder (issue 29 point 2; encoders and
+encoder-decoders: tests/test_serve_view_encoders.py), and what it rests on: a trace that keeps
+only some steps (`tracing(keep=...)`) and makes the others when read.
 
 Oracles: the same engine traced in full (a deferred step's values are exactly those), the float64
 reference engine's trace (every number of a view within float32 rounding of it; the exports and
@@ -233,8 +234,8 @@ def test_exports_and_patching_are_the_references_own_numbers(folder):
 
 
 def test_which_runs_are_views(folder, tmp_path):
-    """auto: a small decoder stays with the reference; --view float32 makes its runs views; an
-    encoder-decoder is always traced by the reference."""
+    """auto: a small decoder stays with the reference; --view float32 makes its runs views, as
+    an encoder-decoder's (tests/test_serve_view_encoders.py); a walkthrough is its own trace."""
     m = load_model(folder)
     assert serve_runs.view_of(m, "auto") == "reference"
     assert serve_runs.view_of(m, "float32") == "float32"
@@ -245,7 +246,9 @@ def test_which_runs_are_views(folder, tmp_path):
     cfg = Config(arch="encoder-decoder", vocab_size=m.cfg.vocab_size, d_model=16, n_heads=2,
                  n_encoder_layers=1, n_decoder_layers=1, max_len=16)  # fmt: skip
     encdec = Model(cfg, weights.init(cfg, seed=0), m.tokenizer)
-    assert serve_runs.view_of(encdec, "float32") == "reference"
+    assert serve_runs.view_of(encdec, "float32") == "float32"
+    walkthrough = Explorer(Registry([])).registry.load("hello-world")
+    assert serve_runs.view_of(walkthrough, "float32") == "reference"
     with pytest.raises(ValueError, match="view is one of"):
         Explorer(Registry([folder], walkthroughs=False), view="float16")
 

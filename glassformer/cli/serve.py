@@ -54,10 +54,10 @@ def add_parsers(sub) -> None:
         "--view",
         choices=["auto", "reference", "float32"],
         default="auto",
-        help="whose numbers a decoder's page shows: reference (NumPy float64, every step), "
+        help="whose numbers a model's page shows: reference (NumPy float64, every step), "
         "float32 (the PyTorch engine in float32 traces what is drawn first, the other steps "
         "when read, the float64 reference on demand for the badge and the exports), or auto "
-        "(default: float32 for decoders of 50M parameters or more, when PyTorch is installed)",
+        "(default: float32 for models of 50M parameters or more, when PyTorch is installed)",
     )
     s.add_argument("--no-walkthroughs", action="store_true", help="list only the MODEL_DIRs given")
     s.set_defaults(func=cmd_serve)

@@ -383,7 +383,9 @@ def bind(host: str, port: int) -> socket.socket:
     a = address(host)
     target = str(a) if a is not None else host
     family = socket.AF_INET6 if ":" in target else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY on the connections of a socket of that proto
+    # only, and without it each small answer waited ~40 ms for a delayed acknowledgement.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((target, port))

@@ -10,13 +10,17 @@ sentence embedding, or its classifier); a walkthrough's own recorded trace. Inte
 numbers. A model's run whose output is NaN or infinite, or a decoding step that is, is refused with
 a `NonFiniteError` naming the step where it starts (`numerics`), never shown as an answer.
 
-A decoder of real size (see `VIEW_PARAMS`; or any decoder with `serve --view float32`) is seen
-through a view instead: the PyTorch engine in float32 records what the page draws first (every
-attention map, the mask, the logits) and every other step by name and shape only; a step's
-values are made when something reads one (a step card, the neuron view, a tile): the same
-engine again, tracing everything, once per run. The float64 reference runs on demand
-(`reference`): for the fidelity badge, which then compares what is shown with it, for the
-exports and for patching. `Run.engine` says which engine's numbers a run shows.
+A model of real size (see `VIEW_PARAMS`; or any model with `serve --view float32`) is seen
+through a view instead: the same pass (`Runtime.torch_pass`) on the PyTorch engine in float32
+records what the page draws first (every attention map: a translator's encoder self-, decoder
+self- and cross-attention; the masks; the logits, a classifier's class logits, an encoder's
+sentence embedding) and every other step by name and shape only; a step's values are made when
+something reads one (a step card, the neuron view, a tile): the same engine again, tracing
+everything, once per run. A translator's decoder input is its greedy translation decoded as the
+reference's run decodes it (the same engine and precision: the same words). The float64
+reference runs on demand (`reference`): for the fidelity badge, which then compares what is
+shown with it, for the exports and for patching. `Run.engine` says which engine's numbers a run
+shows; what the page reads of a run (tokens, output, maps, steps) is the same either way.
 
 Deliberately not here: HTTP and JSON shapes (`app.py`, `api.py`), decoding strategies
 (`generation.py`), the engines' agreement (`fidelity.py`).
@@ -42,7 +46,7 @@ from glassformer.tokenizer.display import display_token
 from glassformer.trace import Trace, tracing
 
 TOP = 10  # next tokens listed beside a run
-VIEW_PARAMS = 50_000_000  # `--view auto`: decoders of this many parameters get the float32 view
+VIEW_PARAMS = 50_000_000  # `--view auto`: models of this many parameters get the float32 view
 VIEWS = ("auto", "reference", "float32")
 REFERENCE = "NumPy float64 (the reference)"
 FLOAT32_VIEW = "PyTorch float32 (a view; the float64 reference on demand)"
@@ -65,6 +69,7 @@ class Run:
     extra: dict = field(default_factory=dict)  # per-run results made once (fidelity)
     engine: str = REFERENCE  # whose numbers the trace holds
     reference: Trace | None = None  # the float64 reference's trace, once made (`reference()`)
+    text: str | None = None  # the text it read (what `reference()` reads again)
 
 
 def piece(tok, i: int) -> str:
@@ -77,19 +82,21 @@ def n_params(m: Model) -> int:
 
 def view_of(m: Model | Fixed, view: str) -> str:
     """'float32' when this model's runs are seen through the float32 view, else 'reference':
-    a decoder, PyTorch installed, and `view` float32, or auto and a model of VIEW_PARAMS."""
-    if view == "reference" or isinstance(m, Fixed) or m.cfg.arch != "decoder":
+    a model (not a walkthrough), PyTorch installed, and `view` float32, or auto and a model of
+    VIEW_PARAMS."""
+    if view == "reference" or isinstance(m, Fixed):
         return "reference"
     if view == "auto" and n_params(m) < VIEW_PARAMS:
         return "reference"
     return "float32" if m.runtime.torch("float32") is not None else "reference"
 
 
-ON_SCREEN = (".A", ".mask")  # the ends of the step names a view keeps (and the logits)
+ON_SCREEN = (".A", ".mask")  # the ends of the step names a view keeps
+OUTPUTS = ("logits", "embedding")  # and the output the page shows beside the maps
 
 
 def on_screen(name: str) -> bool:
-    return name == "logits" or name.endswith(ON_SCREEN)
+    return name in OUTPUTS or name.endswith(ON_SCREEN)
 
 
 def make_run(
@@ -97,54 +104,73 @@ def make_run(
 ) -> Run:
     """The run of one input: see the module docstring. ids: decoder ids instead of the text's;
     target: an encoder-decoder's decoder ids (from BOS) instead of its greedy translation;
-    view: "float32" for a decoder's float32 view (`view_of`), else the reference."""
+    view: "float32" for the float32 view (`view_of`), else the reference."""
     start = time.perf_counter()
     if isinstance(m, Fixed):
         run = Run(model_id, "walkthrough", m.trace, None, [])
     elif view == "float32":
-        run = _view_run(model_id, m, text, ids)
+        run = _view_run(model_id, m, text, ids, target)
     else:
         translating = m.cfg.arch == "encoder-decoder"  # a decoder's run generates nothing
         greedy = Decoding(max_new_tokens=m.cfg.max_len - 1) if translating else None
         r = m.run(text, ids=ids, target=target, decoding=greedy, quiet=True)
         check_finite(m.runtime, r)
         run = Run(model_id, m.cfg.arch, r.trace, r.src, r.ids, r.unknown, r.logits, r.generation)
+        run.text = text
     run.elapsed_ms = (time.perf_counter() - start) * 1000
     run.nbytes = run.trace.nbytes  # what it holds: derived steps are recomputed, not kept
     return run
 
 
-def _view_run(model_id: str, m: Model, text: str, ids) -> Run:
-    """A decoder's float32 view: see the module docstring."""
-    import torch
-
+def _view_run(model_id: str, m: Model, text: str, ids, target) -> Run:
+    """The float32 view of the run `Model.run` makes: see the module docstring."""
+    cfg, rt = m.cfg, m.runtime
     unknown: list[str] = []
-    if ids is None:
-        ids = m.runtime.encode(text, unknown=unknown)
-    ids = list(ids)
-    model, x = m.runtime.torch("float32"), torch.tensor([ids])
-    labels = {"decoder": m.runtime.pieces(ids)}
+    src = generation = None
+    if cfg.arch == "decoder":
+        ids = list(rt.encode(text, unknown=unknown) if ids is None else ids)
+        labels, inp = {"decoder": rt.pieces(ids)}, ids
+    elif cfg.arch == "encoder-decoder":
+        src = rt.encode(text, unknown=unknown)
+        if target is None:  # as the reference's run decodes it (`touch.traced_run`)
+            greedy = Decoding(max_new_tokens=cfg.max_len - 1)
+            generation = rt.decoded(rt.bos(), src, greedy, quiet=True)
+            target = generation.ids
+        ids = list(target)
+        labels, inp = {"encoder": rt.pieces(src), "decoder": rt.pieces(ids)}, (src, ids)
+    else:
+        src = ids = rt.encode(text, unknown=unknown)
+        labels, inp = {"encoder": rt.pieces(ids)}, ids
+    forward = rt.torch_pass("float32")
 
     def everything() -> Trace:
-        with torch.no_grad(), np.errstate(all="ignore"), tracing(labels, np.float32) as full:
-            model(x)
+        with np.errstate(all="ignore"), tracing(labels, np.float32) as full:
+            forward(inp)
         return full
 
-    with torch.no_grad(), np.errstate(all="ignore"):
-        with tracing(labels, np.float32, keep=on_screen, fill=everything) as trace:
-            model(x)
-    logits = trace["logits"]  # (T, V)
-    where = lambda _: ("the model's outputs", ids, None)  # noqa: E731
-    numerics.check(logits[None], where, m.params, m.cfg, m.runtime.fix)
-    return Run(model_id, "decoder", trace, None, ids, unknown, logits, engine=FLOAT32_VIEW)
+    with np.errstate(all="ignore"), tracing(labels, np.float32, on_screen, everything) as trace:
+        out = forward(inp)  # logits (T, V) or (n_classes,), or the embedding (C,)
+    trace.model, trace.text = rt.name, text  # what its repr says made it
+    embedding = cfg.arch == "encoder" and not cfg.n_classes
+    what = "the values of the embedding" if embedding else "the model's outputs"
+    numerics.check(out[None], lambda _: (what, ids, src), m.params, cfg, rt.fix)
+    logits = None if embedding else out
+    run = Run(model_id, cfg.arch, trace, src, ids, unknown, logits, generation, text=text)
+    run.engine = FLOAT32_VIEW
+    return run
 
 
 def reference(m: Model | Fixed, run: Run) -> Trace:
-    """The run's trace in the float64 reference: its own, or (a float32 view) made once now."""
+    """The run's trace in the float64 reference: its own, or (a float32 view) made once now from
+    the same input (a translator's decoder ids as given, not decoded again)."""
     if run.engine == REFERENCE:
         return run.trace
     if run.reference is None:
-        r = m.run(ids=run.ids, quiet=True)
+        if run.arch == "decoder":
+            r = m.run(ids=run.ids, quiet=True)
+        else:
+            target = run.ids if run.arch == "encoder-decoder" else None
+            r = m.run(run.text, target=target, quiet=True)
         r.trace.labels = dict(run.trace.labels)
         run.reference = r.trace
     return run.reference
@@ -230,9 +256,9 @@ def intervention_fns(m: Model, run: Run, heads: list[dict], how: str, source: Ru
         name = I.head_name(h["layer"], h["head"], h["stack"], h["kind"])
         if name not in run.trace:
             raise GlassformerError(f"this model has no head {name} (layers and heads from 0)")
-        if how == "patch":
-            if source.trace[name].shape != run.trace[name].shape:
-                n_src, n_run = source.trace[name].shape[0], run.trace[name].shape[0]
+        if how == "patch":  # (shapes: a view's deferred step is not made to be measured)
+            if source.trace.step(name).shape != run.trace.step(name).shape:
+                n_src, n_run = source.trace.step(name).shape[0], run.trace.step(name).shape[0]
                 raise GlassformerError(
                     f"patching replaces {name} position by position: the second prompt gives "
                     f"{n_src} positions there, this one {n_run}; give two prompts with the "
