@@ -4,7 +4,7 @@
     what(name, of)       one plain sentence of what the step computes, by its kind
     shows(step, trace)   one sentence of what this run's values show, computed from them
                          ("The most focused row is “␣el”: 88.2% of its attention goes to ...")
-    rounded(x)           a number for reading: 3 significant digits (the tables' and heatmap.js's)
+    rounded(x)           a number for reading: 3 significant digits (as numbers.js's fmt)
 
 `of` is what tells how to name a step: a model's `Config`, a `Trace`, or a `Naming` made once from
 either (`naming`). Layers and heads are counted from 0, as in the trace names and --layers /
