@@ -109,6 +109,19 @@ def hover(driver, i: int, j: int) -> float:
     return float(text.rsplit(": ", 1)[1])
 
 
+def click_cell(driver, i: int, j: int) -> None:
+    """A click on cell (i, j) of the attention heatmap, in one script (the map may be drawn
+    anew between two calls)."""
+    driver.execute_script(
+        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
+        c.dispatchEvent(new MouseEvent('click', {bubbles: true,
+          clientX: b.left + (arguments[1] + 0.5) * b.width / c.width,
+          clientY: b.top + (arguments[0] + 0.5) * b.height / c.height}));""",
+        i,
+        j,
+    )
+
+
 def choose(driver, element_id: str, value: str) -> None:
     driver.execute_script(
         "const s = document.getElementById(arguments[0]); s.value = arguments[1];"
@@ -521,11 +534,7 @@ def test_the_scale_is_written_one_way_on_the_page(browser, server):  # noqa: F81
     driver.get("about:blank")
     driver.get(server + "#model=char-lm")
     until(driver, "return document.querySelector('#map canvas')")
-    driver.execute_script(
-        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
-        c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + 0.5 * b.width
-          / c.width, clientY: b.top + 3.5 * b.height / c.height}));"""
-    )
+    click_cell(driver, 3, 0)
     neuron = until(driver, "const e = document.getElementById('neuron');"
                    "return !e.hidden && e.querySelector('[data-a]') && e.innerText")  # fmt: skip
     assert "÷ √c = √" in neuron, neuron
@@ -548,11 +557,7 @@ def test_the_neuron_view_says_why_the_score(browser, server):  # noqa: F811
     driver.get("about:blank")
     driver.get(server + "#model=char-lm")
     until(driver, "return document.querySelector('#map canvas')")
-    driver.execute_script(
-        """const c = document.querySelector('#map canvas'), b = c.getBoundingClientRect();
-        c.dispatchEvent(new MouseEvent('click', {bubbles: true, clientX: b.left + 2.5 * b.width
-          / c.width, clientY: b.top + 9.5 * b.height / c.height}));"""
-    )
+    click_cell(driver, 9, 2)
     total = float(until(driver, "const e = document.querySelector('#neuron .qk-sum');"
                         " return e && e.dataset.total"))  # fmt: skip
     rows = driver.execute_script(

@@ -26,6 +26,7 @@ NumPy float64; nothing here taps.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -146,7 +147,7 @@ class _Builder:
 
     def __init__(self, trace: Trace, params: dict, cfg: Config):
         self.trace, self.p, self.cfg = trace, params, cfg
-        self.v = lambda name: np.asarray(trace[name], dtype=np.float64)  # noqa: E731
+        self.v = functools.cache(lambda name: np.asarray(trace[name], dtype=np.float64))
         self.stacks = [s for s in ("encoder", "decoder") if f"{s}.input" in trace]
 
     # -- the frozen norms: their linear part, transposed, and their constant -------------------

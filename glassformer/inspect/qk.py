@@ -130,14 +130,22 @@ def decompose(trace: Trace, params: dict, cfg: Config, head: str, i: int, j: int
     if masked is not None:
         row = np.where(np.asarray(masked, dtype=bool)[i], row, -np.inf)
     weight = float(R.softmax(row)[j])
-    effect = np.empty_like(table)
-    for (a, b), v in np.ndenumerate(table):
-        without = row.copy()
-        without[j] -= v / np.sqrt(D)
-        effect[a, b] = R.softmax(without)[j]
+    effect = _without(row, j, table / np.sqrt(D))
     rows, cols = [*q_names, BIAS], [*k_names, BIAS]
     total = float(table.sum())
     return QKTable(head, i, j, rows, cols, table, effect, float(scores[i, j]), total, weight)
+
+
+def _without(row: np.ndarray, j: int, shares: np.ndarray) -> np.ndarray:
+    """softmax(row)[j] with row[j] less each of `shares` (any shape), all at once: only the
+    exponential of entry j changes, so the row's other terms are summed once. A masked key
+    (row[j] = -inf) keeps its weight 0."""
+    if not np.isfinite(row[j]):
+        return np.zeros_like(shares)
+    e = np.exp(row - np.max(row))  # (S,), the largest 1
+    rest = e.sum() - e[j]
+    moved = np.exp(row[j] - np.max(row) - shares)
+    return moved / (rest + moved)
 
 
 def _parts(trace: Trace, params: dict, cfg: Config, stack: str, layer: int, kind: str | None):
