@@ -260,8 +260,7 @@ def entry(fn: Callable) -> Callable:
 
 def checked(cls: type) -> type:
     """The class with every public method (and __init__) checking its arguments on entry."""
-    for name in public_methods(cls):
-        member = vars(cls)[name]
+    for name, member in public_methods(cls).items():
         where = f"{cls.__name__}.{name}" if name != "__init__" else cls.__name__
         if isinstance(member, staticmethod | classmethod):
             setattr(cls, name, type(member)(_checking(member.__func__, name, where)))
@@ -270,11 +269,15 @@ def checked(cls: type) -> type:
     return cls
 
 
-def public_methods(cls: type) -> list[str]:
-    """The methods `checked` wraps (properties take no arguments): what the table covers."""
-    return [
-        n
-        for n, v in vars(cls).items()
-        if (not n.startswith("_") or n == "__init__")
-        and (inspect.isfunction(v) or isinstance(v, staticmethod | classmethod))
-    ]
+def public_methods(cls: type) -> dict[str, Callable]:
+    """{name: member} of the methods `checked` wraps (properties take no arguments): what the table
+    covers. Those of the package's own base classes count (`Model`'s `LookingInside`), each under
+    the name of the class a user holds."""
+    found: dict[str, Callable] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object's are not ours; a subclass's win
+        for n, v in vars(klass).items():
+            if (not n.startswith("_") or n == "__init__") and (
+                inspect.isfunction(v) or isinstance(v, staticmethod | classmethod)
+            ):
+                found[n] = v
+    return found

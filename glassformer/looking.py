@@ -1,0 +1,350 @@
+"""The verbs of a `Model` that look inside: one traced forward pass (`run`, `trace`, `result`),
+touching it (`ablate`, `patch`, `intervene`), reading it (`lens`, `circuit`, `attribute`) and a
+batch's chosen steps (`run_with_cache`). `LookingInside` is a base class of `Model` (model.py),
+which checks every argument of these methods against `glassformer.arguments`' table as it checks
+its own; a user calls them on the Model, and `help(glassformer.Model)` shows them there.
+
+Each method is the face of a command's work and holds none of it: the traced run, ablation and
+patching are `inspect/touch.py`'s, the lens, graph and attribution `inspect/probes.py`'s, the batch
+`activations.py`'s, all reached through `self.runtime` (`runtime.py`).
+"""
+
+from __future__ import annotations
+
+from glassformer import activations, results
+from glassformer.decoding import Decoding
+from glassformer.inspect.touch import Run
+from glassformer.runtime import Runtime
+from glassformer.trace import Trace
+from glassformer.trace import intervene as trace_intervene
+
+
+class LookingInside:
+    """A Model's verbs that look inside a run (a base class of `Model`; see the module)."""
+
+    runtime: Runtime
+
+    def run(
+        self,
+        text: str | None = None,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> Run:
+        """One traced forward pass of the reference engine (float64, every step), as `explain`
+        runs it.
+
+        Parameters
+        ----------
+        text : str, optional
+            The input (an encoder-decoder's source).
+        ids : list of int, optional
+            A decoder's token ids instead of text.
+        target : str or list of int, optional
+            An encoder-decoder's decoder text, or ids from BOS (default: what `decoding`
+            generates).
+        decoding : Decoding, optional
+            An encoder-decoder's decoding (greedy by default); a decoder generates too when
+            its max_new_tokens is given.
+        quiet : bool
+            No notes.
+
+        Returns
+        -------
+        Run
+            The trace (`run.trace[name]`) and what the pass read and returned.
+        """
+        from glassformer.inspect import touch
+
+        return touch.traced_run(self.runtime, text, ids, target, decoding, quiet)
+
+    def trace(
+        self,
+        text: str | None = None,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> Trace:
+        """The trace of `run`: every intermediate, by name.
+
+        Parameters
+        ----------
+        text, ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Trace
+        """
+        return self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet).trace
+
+    def result(self, run: Run) -> results.Outcome:
+        """What the model made of the run's input (the end of an explain report): the decoded
+        text, the next token, the class with its probability, or the pooled embedding.
+
+        Parameters
+        ----------
+        run : Run
+            A run `run` made.
+
+        Returns
+        -------
+        Outcome
+            A `results.GeneratedText`, `NextToken`, `PredictedClass` or `PooledEmbedding`
+            (`to_dict()`: the report's "result").
+        """
+        from glassformer.inspect import touch
+
+        return touch.result(self.runtime, run)
+
+    def ablate(
+        self,
+        text: str | Run,
+        names: str | list[str],
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> results.Ablation:
+        """`explain --ablate`: per position the prediction with and without the named heads,
+        sublayers or steps zeroed (and the output generated again under the ablation); for a
+        classifier, each class's probability before and after, by name.
+
+        Parameters
+        ----------
+        text : str or Run
+            The input, or a run already made (then the options below are not read).
+        names : str or list of str
+            Heads, sublayers or steps (`touch.names`; step names may hold *).
+        ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Ablation
+            ablated, steps, positions (per position the prediction before and after; None for a
+            classifier), classes (a classifier's: label, before, after, change), notes, and
+            text / text_ablated when the run generated; `to_dict()` is `explain --json`'s.
+        """
+        from glassformer.inspect import touch
+
+        if not isinstance(text, Run):
+            text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
+        return touch.ablation(
+            self.runtime, text, [names] if isinstance(names, str) else list(names)
+        )
+
+    def patch(
+        self,
+        text: str | Run,
+        clean: str,
+        *,
+        ids: list[int] | None = None,
+        target: str | list[int] | None = None,
+        decoding: Decoding | None = None,
+        quiet: bool = False,
+    ) -> results.Patching:
+        """`explain --patch-from CLEAN`: how much of the clean run's logit difference each head
+        restores when patched into the run on `text`. A classifier's metric is logit[the clean
+        run's class] - logit[this run's class].
+
+        Parameters
+        ----------
+        text : str or Run
+            The corrupted input, or a run already made (then the options below are not read).
+        clean : str
+            The clean input, of as many tokens.
+        ids, target, decoding, quiet : optional
+            As `run`'s.
+
+        Returns
+        -------
+        Patching
+            clean, metric, tables (per attention kind, each head's share of the logit difference
+            restored), position and after_token (None for a classifier), classes (a
+            classifier's probabilities in this run, before, and the clean run, after).
+        """
+        from glassformer.inspect import touch
+
+        if not isinstance(text, Run):
+            text = self.run(text, ids=ids, target=target, decoding=decoding, quiet=quiet)
+        return touch.patching(self.runtime, text, clean)
+
+    def intervene(self, fns: dict):
+        """A context in which both engines' taps apply `fns`.
+
+        Parameters
+        ----------
+        fns : dict
+            {step name (may hold *): function of its value -> the value used instead}.
+
+        Returns
+        -------
+        context manager
+        """
+        return trace_intervene(fns)
+
+    def circuit(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        versus: str | None = None,
+        position: int | None = None,
+        decoder: str | None = None,
+        threshold: float = 0.02,
+    ) -> results.Circuit:
+        """`glassformer circuit --json`: the exact attribution graph of one logit (pre-LN models;
+        `glassformer.inspect.circuit`), its nodes and edges of at least threshold·|logit|.
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        target, versus : str, optional
+            The token (a classifier's class) explained, default the model's top prediction;
+            and one whose logit is subtracted.
+        position : int, optional
+            The position explained (default the last; negative counts from the end).
+        decoder : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        threshold : float
+            Nodes and edges below threshold·|logit| are left out (their share is said).
+
+        Returns
+        -------
+        Circuit
+            input, token, versus, threshold, graph (target, logit, error, kept, nodes, edges).
+        """
+        from glassformer.inspect import probes
+
+        options = dict(target=target, versus=versus, position=position, decoder=decoder)
+        return probes.circuit(self.runtime, text, threshold=threshold, **options)
+
+    def lens(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        k: int = 3,
+        sublayers: bool = False,
+        dla: str | None = None,
+        versus: str | None = None,
+        position: int | None = None,
+    ) -> results.Lens:
+        """`glassformer lens --json`: the logit lens, and direct logit attribution with `dla`.
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        target : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        k : int
+            The top tokens shown per layer and position.
+        sublayers : bool
+            Read the stream after each sublayer, not only after each block.
+        dla : str, optional
+            A token whose logit is shared among heads and sublayers.
+        versus : str, optional
+            A token whose logit is subtracted in `dla`'s attribution.
+        position : int, optional
+            The position `dla` explains (default the last; negative counts from the end).
+
+        Returns
+        -------
+        Lens
+            input (tokens), lens (the table), dla (with `dla`); `to_dict()` is `lens --json`'s.
+        """
+        from glassformer.inspect import probes
+
+        return probes.lens(
+            self.runtime,
+            text,
+            target=target,
+            k=k,
+            sublayers=sublayers,
+            dla=dla,
+            versus=versus,
+            position=position,
+        )
+
+    def attribute(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        method: str = "integrated_gradients",
+        steps: int | None = None,
+        max_new_tokens: int | None = None,
+        baseline: str | int | None = None,
+    ) -> results.Attribution:
+        """`glassformer attribute --json`: each predicted token's logit shared among the inputs.
+
+        Parameters
+        ----------
+        text : str
+            The input (a decoder's prompt, an encoder-decoder's source).
+        target : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        method : {"integrated_gradients", "gradient_x_input"}
+            The attribution.
+        steps : int, optional
+            Integrated gradients' nodes (default 64).
+        max_new_tokens : int, optional
+            A decoder's tokens predicted and explained (default 5).
+        baseline : str or int, optional
+            Integrated gradients' baseline token (a piece, #id or an id; default zeros).
+
+        Returns
+        -------
+        Attribution
+            input, predicted, and the attribution's method, targets, scores, ...; `to_dict()` is
+            `attribute --json`'s.
+        """
+        from glassformer.inspect import probes
+
+        return probes.attribute(
+            self.runtime,
+            text,
+            target=target,
+            method=method,
+            steps=steps,
+            max_new_tokens=max_new_tokens,
+            baseline=baseline,
+        )
+
+    def run_with_cache(
+        self,
+        texts: str | list[str] | list[list[int]],
+        *,
+        names: str | list[str] | None = None,
+        targets: str | list[str] | list[list[int]] | None = None,
+        engine: str | None = None,
+        dtype: str | None = None,
+        batch_size: int = 32,
+    ) -> activations.ActivationCache:
+        """A batch through the model, steps kept by name, stacked (batch, ...) and padded on the
+        right (with 0) to the longest text: TransformerLens's `run_with_cache` (`activations.py`).
+
+        Parameters
+        ----------
+        texts : the texts (an encoder-decoder's sources), or lists of token ids
+        names : step names or globs to keep, e.g. "decoder.0.*.A" (`trace(...).names()`); None: all
+        targets : an encoder-decoder's decoder input, teacher-forced: text, ids from BOS; None: BOS
+        engine : "torch" (batched) or "reference" (float64, a text at a time); None: the model's
+        dtype : the PyTorch engine's float32 (None: the model's dtype, else float32), float64, int8
+        batch_size : texts per forward pass of the PyTorch engine
+
+        Returns
+        -------
+        ActivationCache
+            a Mapping name -> array (a glob -> dict), .mask (batch, T; True: a real token), .tokens
+        """
+        how = (names, targets, engine, dtype, batch_size)
+        return activations.run_with_cache(self.runtime, texts, *how)
