@@ -133,6 +133,7 @@ ARGS: dict[str, Arg] = {
     "circuit.text": Text(one=True),
     "decoder": Of("a str (the decoder's text)", kinds=(str,)),
     "threshold": Real("a share of |logit| in [0, 1]", None, 1.0),
+    "neurons": Int("at least 0", 0),  # circuit: each FFN's units as nodes
     "run.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "trace.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "ablate.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),

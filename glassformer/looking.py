@@ -198,6 +198,7 @@ class LookingInside:
         position: int | None = None,
         decoder: str | None = None,
         threshold: float = 0.02,
+        neurons: int = 0,
     ) -> results.Circuit:
         """`glassformer circuit --json`: the exact attribution graph of one logit (pre-LN models;
         `glassformer.inspect.circuit`), its nodes and edges of at least threshold·|logit|.
@@ -215,6 +216,9 @@ class LookingInside:
             An encoder-decoder's decoder text (default its greedy translation).
         threshold : float
             Nodes and edges below threshold·|logit| are left out (their share is said).
+        neurons : int
+            Each FFN node (a layer at a position) split into this many hidden units of largest
+            effect on the logit, each a node ("decoder.1.ffn.hidden:123@4"), and the rest.
 
         Returns
         -------
@@ -224,7 +228,7 @@ class LookingInside:
         from glassformer.inspect import probes
 
         options = dict(target=target, versus=versus, position=position, decoder=decoder)
-        return probes.circuit(self.runtime, text, threshold=threshold, **options)
+        return probes.circuit(self.runtime, text, threshold=threshold, neurons=neurons, **options)
 
     def lens(
         self,

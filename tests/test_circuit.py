@@ -58,6 +58,41 @@ def test_the_graph_adds_up_to_the_logit(name, engine):
         assert np.abs(G.edges[np.ix_(cross, src)]).max() > 0
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_ffn_neurons_as_nodes_keep_the_graph_exact(name):
+    """`neurons=k`: each FFN node splits into its k units of largest effect and the rest; still
+    exact (the incoming edges of each unit add up to g·W2[:, f]·hidden_f), the units and the rest
+    add up to the FFN's value, and the k chosen are the largest of all F units' effects."""
+    cfg = Config(**(SMALL | MODELS[name]))
+    p = weights.init(cfg, seed=5, std=0.4)
+    trace = reference_trace(cfg, p)
+    token, versus = (2, 0) if cfg.n_classes else (3, 1)
+    whole = graph(trace, p, cfg, token, versus=versus)
+    split = graph(trace, p, cfg, token, versus=versus, neurons=2)
+    check(split, whole.logit)
+    every = graph(trace, p, cfg, token, versus=versus, neurons=cfg.d_ff)
+    check(every, whole.logit)
+    value = dict(zip(whole.names, whole.values[: len(whole.names)], strict=True))
+    units = [i for i, k in enumerate(split.kinds) if k == "neuron"]
+    assert units and all(split.values[i] != 0 for i in units)
+    for i, n in enumerate(split.names):
+        if ".ffn.rest@" not in n:
+            continue
+        ffn, at = n.replace(".ffn.rest@", ".ffn@"), split.positions[i]
+        unit = n.split(".rest@")[0] + ".hidden:"
+        mine = [j for j in units if split.names[j].startswith(unit) and split.positions[j] == at]
+        assert 1 <= len(mine) <= 2
+        total = split.values[i] + sum(split.values[j] for j in mine)
+        assert total == pytest.approx(value[ffn], abs=1e-12)
+        others = [
+            abs(every.values[j])
+            for j, m in enumerate(every.names)
+            if m.startswith(unit) and every.positions[j] == at and m not in split.names
+        ]
+        assert min(abs(split.values[j]) for j in mine) >= max(others, default=0.0)
+        assert abs(every.values[every.names.index(n)]) < 1e-12  # all F units: nothing rests
+
+
 def test_pruning_keeps_the_large_nodes_and_says_the_share():
     m = load(ROOT / "models" / "en-es")
     run = m.run("Hello world.", quiet=True)
@@ -147,6 +182,9 @@ def test_the_command_prints_the_graph_and_writes_json(capsys, tmp_path):
     text = capsys.readouterr().out
     assert "every node's incoming edges add up to its value" in text
     assert "nodes by their total effect on the logit:" in text
+    assert main(["circuit", char_lm, "ROMEO: But", "--neurons", "3", "--threshold", "0"]) == 0
+    text = capsys.readouterr().out
+    assert ".ffn.hidden:" in text and ".ffn.rest@" in text and "carry 100.0% of the logit" in text
 
 
 @pytest.mark.parametrize(
@@ -157,6 +195,7 @@ def test_the_command_prints_the_graph_and_writes_json(capsys, tmp_path):
         (["--decoder", "x"], "--decoder is the decoder text of an encoder-decoder"),
         (["--position", "99"], "--position 99: the model reads"),
         (["--target", "ab"], "--target 'ab' is 2 tokens"),
+        (["--neurons", "-1"], "--neurons must be at least 0, got -1"),
     ],
 )
 def test_bad_input_gets_one_line(capsys, args, says):

@@ -63,6 +63,7 @@ FLAGS = {
     # circuit (cli/probe.py)
     "decoder": "--decoder",
     "threshold": "--threshold",
+    "neurons": "--neurons",
     # explain (cli/reports.py, cli/touch.py)
     "names": "--ablate",
     "clean": "--patch-from",

@@ -70,6 +70,13 @@ def add_parsers(sub) -> None:
         default=0.02,
         help="leave out nodes and edges under this share of |logit| (0.02)",
     )
+    c.add_argument(
+        "--neurons",
+        metavar="K",
+        type=option_type("neurons"),
+        default=0,
+        help="split each FFN node into its K hidden units of largest effect (and the rest)",
+    )
     c.add_argument("--json", metavar="FILE", help="write the graph as JSON to FILE ('-' stdout)")
     c.add_argument(
         "--html", metavar="FILE", help="write the graph as a self-contained HTML page ('-' stdout)"
@@ -197,7 +204,8 @@ def cmd_circuit(args) -> int:
     check_report_outputs(args)
     m = load_model(args.checkpoint)
     options = dict(target=args.target, versus=args.versus, position=args.position)
-    out = m.circuit(args.text, decoder=args.decoder, threshold=args.threshold, **options)
+    options |= dict(decoder=args.decoder, threshold=args.threshold, neurons=args.neurons)
+    out = m.circuit(args.text, **options)
 
     def page() -> str:
         from glassformer.explain import html_touch as H

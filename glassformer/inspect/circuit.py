@@ -6,14 +6,15 @@ component of a pre-LN model is linear in the residual stream it reads, and the l
 the parts that wrote the stream. The nodes: the sources (each position's token embedding and
 position, or the embeddings as one part where a norm mixes them; each W_O bias; one `bias` node for
 the constants inside components: β, b_V, b1, b2), every head's output C_h·W_O,h at each position,
-every FFN's output at each position, and the logit (or logit[token] - logit[versus]). A node's
+every FFN's output at each position (or, with `neurons=k`, its k hidden units of largest effect,
+each W2[:, f]·hidden_f, and the rest), and the logit (or logit[token] - logit[versus]). A node's
 value is its total effect on the logit in the frozen model, g_t·o_t with g_t = ∂logit/∂o_t; the
 edge s -> t is the part of t's value that s writes into what t reads, g_t·L_t(o_s). So the edges
 into a node add up to its value, the edges into the logit to the model's logit (`Graph.error`
 checks both against the recorded run: a wrong map would break them), and the edges out of a node
 to its value too.
 
-    graph(trace, params, cfg, token, versus=None, position=-1) -> Graph
+    graph(trace, params, cfg, token, versus=None, position=-1, neurons=0) -> Graph
     Graph.pruned(threshold)  the nodes and edges of at least threshold·|logit|, the share kept
 
 Decoders (their LM head), encoder-decoders (a cross-attention head reads the encoder's parts
@@ -110,9 +111,11 @@ def graph(
     token: int,
     versus: int | None = None,
     position: int = -1,
+    neurons: int = 0,
 ) -> Graph:
     """The attribution graph of logit[token] (- logit[versus]) at `position` (a decoder's; a
-    classifier's one row otherwise): see the module docstring."""
+    classifier's one row otherwise): see the module docstring. `neurons` > 0: each FFN node is
+    split into its `neurons` hidden units of largest effect on the logit and the rest."""
     if cfg.norm != "pre":
         raise GlassformerError(
             "an exact attribution graph needs a pre-LN model: post-LN normalises after every "
@@ -139,14 +142,21 @@ def graph(
     else:
         raise GlassformerError("an attribution graph needs a logit: this encoder has no head")
     target = f"logit[{token}]" + ("" if versus is None else f" - logit[{versus}]")
-    return b.build(head, float(const), float(logit), f"{target} at position {position}")
+    target = f"{target} at position {position}"
+    out = b.build(head, float(const), float(logit), target)
+    if neurons:  # the gradients do not change when a node is split: the first pass picks
+        b = _Builder(trace, params, cfg, split=b.top_neurons(neurons))
+        out = b.build(head, float(const), float(logit), target)
+    return out
 
 
 class _Builder:
     """The frozen model of one run: its nodes in the order they write, and the backward pass."""
 
-    def __init__(self, trace: Trace, params: dict, cfg: Config):
+    def __init__(self, trace: Trace, params: dict, cfg: Config, split: dict | None = None):
         self.trace, self.p, self.cfg = trace, params, cfg
+        self.split = split or {}  # (stack, layer, position) -> the FFN's hidden units as nodes
+        self.ffn_g: dict[tuple[str, int, int], np.ndarray] = {}  # ∂logit/∂ each FFN's output
         self.v = functools.cache(lambda name: np.asarray(trace[name], dtype=np.float64))
         self.stacks = [s for s in ("encoder", "decoder") if f"{s}.input" in trace]
 
@@ -230,6 +240,9 @@ class _Builder:
                     E[t, :n][mine] += O[mine] @ u
                     grad[reads][p] += u
                 E[t, n] = c
+        for t in range(n):
+            if nodes[t][1] == "ffn":
+                self.ffn_g[nodes[t][2], nodes[t][3], nodes[t][4]] = g[t]
         # the embeddings: their gradient is the stream's at their position, every reader in
         for t in range(n):
             if nodes[t][1] == "source":
@@ -248,8 +261,19 @@ class _Builder:
         v, cfg, D = self.v, self.cfg, self.cfg.head_dim
         out = []
         if kind == "ffn":
-            o = v(f"{stack}.{layer}.ffn.out")
-            return [(f"{stack}.{layer}.ffn@{p}", "ffn", stack, layer, p, o[p]) for p in range(T)]
+            o, name = v(f"{stack}.{layer}.ffn.out"), f"{stack}.{layer}.ffn"
+            for p in range(T):
+                units = self.split.get((stack, layer, p), [])
+                W2 = self.p[f"{stack}.layers.{layer}.ffn.w2.weight"]  # (C, F)
+                h = v(f"{stack}.{layer}.ffn.hidden")[p]  # (F,)
+                parts = [W2[:, f] * h[f] for f in units]  # each unit's column, scaled
+                whole = f"{name}@{p}" if not units else f"{name}.rest@{p}"
+                out += [
+                    (f"{name}.hidden:{f}@{p}", "neuron", stack, layer, p, o_f)
+                    for f, o_f in zip(units, parts, strict=True)
+                ]
+                out.append((whole, "ffn", stack, layer, p, o[p] - sum(parts, np.zeros_like(o[p]))))
+            return out
         Wo = self.p[f"{stack}.layers.{layer}.{kind}.o.weight"]  # (C, H*D)
         for h in range(cfg.n_heads):
             o = v(f"{stack}.{layer}.{kind}.head{h}.C") @ Wo[:, h * D : (h + 1) * D].T  # (T, C)
@@ -269,27 +293,17 @@ class _Builder:
         pre = f"{stack}.layers.{layer}.{kind}"
         if what == "bias node":
             return stack, {}, 0.0
-        if what == "ffn":
-            W1, W2 = self.p[f"{pre}.w1.weight"], self.p[f"{pre}.w2.weight"]  # (F, C), (C, F)
-            u = g @ W2  # (F,)
-            b1, b2 = self.p.get(f"{pre}.w1.bias"), self.p.get(f"{pre}.w2.bias")
-            beta = norm[2]
-            if cfg.ffn_kind == "gated":
-                gate = R.ACTIVATIONS[cfg.activation](v(f"{stack}.{layer}.ffn.gate")[p])
-                W3, b3 = self.p[f"{pre}.w3.weight"], self.p.get(f"{pre}.w3.bias")
-                up_const = _const(beta, W3, b3)
-                c = float((u * gate) @ up_const)
-                back = self._t(norm, p, (u * gate) @ W3)
-            else:
-                z = v(f"{stack}.{layer}.norm{self._k(stack, layer, kind)}.out")[p] @ W1.T
-                z = z + (0.0 if b1 is None else b1)
-                hidden = v(f"{stack}.{layer}.ffn.hidden")[p]
-                slope = np.divide(hidden, z, out=np.zeros_like(z), where=z != 0)  # act(z) / z
-                z_const = _const(beta, W1, b1)
-                c = float((u * slope) @ z_const)
-                back = self._t(norm, p, (u * slope) @ W1)
-            c += 0.0 if b2 is None else float(g @ b2)
-            return stack, {p: back}, c
+        if what in ("ffn", "neuron"):
+            a, W_in, in_const = self._ffn_reads(stack, layer, kind, norm, p, g)
+            units = self.split.get((stack, layer, p), [])
+            if what == "neuron":  # one hidden unit f: its own coefficient only
+                f = int(name.split(":")[1].split("@")[0])
+                return stack, {p: self._t(norm, p, a[f] * W_in[f])}, float(a[f] * in_const[f])
+            a = a.copy()
+            a[units] = 0.0  # the rest: what the units split off do not carry
+            b2 = self.p.get(f"{pre}.w2.bias")
+            c = float(a @ in_const) + (0.0 if b2 is None else float(g @ b2))
+            return stack, {p: self._t(norm, p, a @ W_in)}, c
         h = int(name.split(".head")[1].split("@")[0])
         G = cfg.n_heads // cfg.kv_heads
         Wv = self.p[f"{pre}.v.weight"][(h // G) * D : (h // G + 1) * D]  # (D, C)
@@ -307,6 +321,37 @@ class _Builder:
         c = float(A.sum() * ((g @ Wo) @ v_const))
         back = {j: A[j] * self._t(rnorm, j, m) for j in np.flatnonzero(A)}
         return reads, back, c
+
+    def _ffn_reads(self, stack, layer, kind, norm, p, g):
+        """The FFN at position p as the frozen model reads it, for ∂logit/∂output g (C,): the
+        coefficient a_f of each hidden unit (g·W2[:, f] times the frozen gate, act(z)/z or
+        SwiGLU's act(gate)), the matrix the units read the normed stream through (F, C) and its
+        constant (F,), so that unit f writes a_f·(W_in[f]·x̂ + const_f) into g's direction."""
+        pre = f"{stack}.layers.{layer}.{kind}"
+        W1, W2 = self.p[f"{pre}.w1.weight"], self.p[f"{pre}.w2.weight"]  # (F, C), (C, F)
+        u = g @ W2  # (F,)
+        b1, beta = self.p.get(f"{pre}.w1.bias"), norm[2]
+        if self.cfg.ffn_kind == "gated":
+            gate = R.ACTIVATIONS[self.cfg.activation](self.v(f"{stack}.{layer}.ffn.gate")[p])
+            W3, b3 = self.p[f"{pre}.w3.weight"], self.p.get(f"{pre}.w3.bias")
+            return u * gate, W3, _const(beta, W3, b3)
+        z = self.v(f"{stack}.{layer}.norm{self._k(stack, layer, kind)}.out")[p] @ W1.T
+        z = z + (0.0 if b1 is None else b1)
+        hidden = self.v(f"{stack}.{layer}.ffn.hidden")[p]
+        slope = np.divide(hidden, z, out=np.zeros_like(z), where=z != 0)  # act(z) / z
+        return u * slope, W1, _const(beta, W1, b1)
+
+    def top_neurons(self, k: int) -> dict[tuple[str, int, int], list[int]]:
+        """{(stack, layer, position): the k hidden units of largest |effect| on the logit, none of
+        no effect} of each FFN node of the graph just built (unit f: g·W2[:, f]·hidden_f)."""
+        out = {}
+        for (stack, layer, p), g in self.ffn_g.items():
+            W2 = self.p[f"{stack}.layers.{layer}.ffn.w2.weight"]
+            effect = (g @ W2) * self.v(f"{stack}.{layer}.ffn.hidden")[p]  # (F,)
+            top = np.argsort(-np.abs(effect), kind="stable")[:k]
+            if top.size and effect[top[0]] != 0:  # units of no effect stay in the FFN's node
+                out[stack, layer, p] = sorted(top[effect[top] != 0].tolist())
+        return out
 
     def _kinds(self, stack: str, layer: int) -> list[str]:
         """The sublayers of a block in order, as its norms are numbered (norm1, norm2, ...)."""

@@ -108,7 +108,17 @@ def lens(
     return result
 
 
-def circuit(m, text: str, *, target=None, versus=None, position=None, decoder=None, threshold=0.02):
+def circuit(
+    m,
+    text: str,
+    *,
+    target=None,
+    versus=None,
+    position=None,
+    decoder=None,
+    threshold=0.02,
+    neurons=0,
+):
     """See `Model.circuit`: the exact attribution graph of one logit, pruned."""
     from glassformer.inspect import circuit as C
 
@@ -133,7 +143,7 @@ def circuit(m, text: str, *, target=None, versus=None, position=None, decoder=No
     row = logits[position if m.cfg.arch != "encoder" else 0]
     token = int(row.argmax()) if target is None else _choice(m, target, "target")
     other = None if versus is None else _choice(m, versus, "versus")
-    g = C.graph(trace, m.params, m.cfg, token, other, position)
+    g = C.graph(trace, m.params, m.cfg, token, other, position, neurons=neurons)
     if m.cfg.arch == "encoder":
         name = m.class_names.__getitem__
     else:
