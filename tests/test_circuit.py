@@ -162,6 +162,9 @@ def test_a_classifier_explains_a_class_by_name(seeded_classifier, tmp_path):
     assert c.graph["kept"]["share"] == pytest.approx(1.0, abs=1e-12)
     logits = m.run("to be or not", quiet=True).output  # the reference's class logits
     assert c.graph["logit"] == pytest.approx(logits[1] - logits[0], abs=1e-12)
+    from glassformer.explain.graph_svg import graph_svg  # the mean's logit is drawn centred
+
+    assert graph_svg(c.graph).count("<circle") + graph_svg(c.graph).count("<rect") > 3
     with pytest.raises(GlassformerError, match="'maybe' is not a class: choose one of yes, no"):
         m.circuit("to be or not", target="maybe")
 
@@ -214,3 +217,42 @@ def test_the_page_names_each_node_with_its_token(capsys):
     page = capsys.readouterr().out
     assert page.startswith("<!DOCTYPE html>") and "every node's incoming edges add up" in page
     assert "decoder.token@0 (R)" in page and "http" not in page.split("</style>", 1)[1]
+
+
+def test_the_page_draws_every_kept_node_and_edge_where_it_belongs():
+    """The drawn graph (explain/graph_svg.py), read back as XML: one shape per kept node and one
+    path per edge, each titled with its exact value; a node stands in the column of its position's
+    token and above the sources' row, the logit above all."""
+    import xml.etree.ElementTree as ET
+
+    from glassformer.explain.graph_svg import graph_svg
+
+    m = load(ROOT / "models" / "en-es")
+    g = m.circuit("Hello world.", position=2, threshold=0.05).graph
+    svg = ET.fromstring(graph_svg(g))
+    ns = "{http://www.w3.org/2000/svg}" if svg.tag.startswith("{") else ""
+    shapes = [
+        e
+        for e in svg.iter()
+        if e.tag in (ns + "circle", ns + "rect") and e.find(ns + "title") is not None
+    ]
+    titles = {e.find(ns + "title").text.split(":")[0].split(" (")[0]: e for e in shapes}
+    assert set(titles) == {n["name"] for n in g["nodes"]}
+    paths = [e for e in svg.iter(ns + "path")]
+    assert len(paths) == len(g["edges"])
+    said = sorted(float(p.find(ns + "title").text.rsplit(": ", 1)[1]) for p in paths)
+    assert said == pytest.approx(sorted(e["weight"] for e in g["edges"]), rel=1e-5)
+    x = lambda e: float(e.get("cx") or float(e.get("x")) + float(e.get("width")) / 2)  # noqa: E731
+    y = lambda e: float(e.get("cy") or float(e.get("y")) + float(e.get("height")) / 2)  # noqa: E731
+    labels = {}
+    for t in svg.iter(ns + "text"):
+        if t.get("class") == "tok":
+            stack, _, p = t.find(ns + "title").text.split()
+            labels[stack, int(p)] = float(t.get("x"))
+    assert [p for s, p in labels if s == "decoder"] == [0, 1, 2]  # later ones cannot reach it
+    floor = max(y(titles[n["name"]]) for n in g["nodes"] if n["kind"] == "source")
+    for n in g["nodes"]:
+        if n["position"] >= 0:
+            assert abs(x(titles[n["name"]]) - labels[n["stack"], n["position"]]) <= 40, n
+            assert n["kind"] == "source" or y(titles[n["name"]]) < floor
+    assert y(titles["logit"]) < min(y(e) for k, e in titles.items() if k != "logit")

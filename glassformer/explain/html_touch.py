@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.explain.graph_svg import graph_svg
 from glassformer.explain.html_pieces import asset, esc, table, tint
 
 
@@ -175,8 +176,16 @@ def circuit_section(d: dict, top: int = 30) -> str:
         f"<td>{e['weight']:+.4f}</td></tr>"
         for e in edges
     )
+    drawn = (
+        "<h3>The graph</h3><p class='sub'>A column per position, a row per sublayer (the sources "
+        "at the bottom, the logit at the top); blue raises the logit, red lowers it; a node's "
+        "area is its total effect, an edge's width its weight (the values under the mouse).</p>"
+        f"<div class='graph-box'>{graph_svg(g)}</div>"
+    )
     return (
-        head + "<h3>Nodes, by total effect on the logit</h3><table class='next'><tr><th>node"
+        head
+        + drawn
+        + "<h3>Nodes, by total effect on the logit</h3><table class='next'><tr><th>node"
         f"</th><th>kind</th><th>effect</th></tr>{rows}</table><h3>Edges</h3><table class='next'>"
         f"<tr><th>from</th><th>to</th><th>weight</th></tr>{erows}</table>"
     )

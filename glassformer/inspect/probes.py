@@ -153,6 +153,7 @@ def circuit(
     for node in kept["nodes"]:  # the token at the node's position, as the reader sees it
         if node["position"] >= 0:
             node["token"] = read[node["stack"]][node["position"]]
+    kept["tokens"] = {s: read[s] for s in dict.fromkeys(g.stacks)}  # every position's, by stack
     other_name = None if other is None else name(other)
     return results.Circuit(m.readable(ids), name(token), other_name, threshold, kept)
 
@@ -256,3 +257,122 @@ def baseline_id(m, token, method: str) -> int:
         "token as the "
         "vocabulary spells it, or #ID"
     )
+
+
+def faithfulness(
+    m,
+    text: str,
+    *,
+    target=None,
+    versus=None,
+    position=None,
+    decoder=None,
+    baseline=None,
+    steps=None,
+    seed=0,
+) -> results.Faithfulness:
+    """See `Model.faithfulness`: every explanation's deletion and insertion curves against
+    exact ablations of the reference engine (`inspect/faithfulness.py`)."""
+    from glassformer.inspect import circuit as C
+    from glassformer.inspect import faithfulness as F
+    from glassformer.inspect import interventions as I
+    from glassformer.inspect import lens as L
+
+    cfg, encoder = m.cfg, m.cfg.arch == "encoder"
+    if decoder is not None and cfg.arch != "encoder-decoder":
+        raise InputError(
+            f"{param('decoder')} is the decoder text of an encoder-decoder; for a decoder, put "
+            f"it in {param('text')}"
+        )
+    if steps is not None and not cfg.has_decoder:
+        raise InputError(
+            f"{param('faithfulness.steps', steps, flag_alone=True)} sets integrated gradients' "
+            f"nodes, which explain a decoder's tokens: a classifier has none; drop it"
+        )
+    src, ids = (None, m.encode(text)) if encoder else decoder_input(m, text, decoder)
+    position = _position(position, len(ids), "the model") % len(ids)
+    run = F.reference_run(m.params, cfg)
+    inp = ids if src is None else (src, ids)
+    logits, trace = I.record(run, inp)
+    numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, cfg)
+    at = 0 if encoder else position
+    token = int(logits[at].argmax()) if target is None else _choice(m, target, "target")
+    other = None if versus is None else _choice(m, versus, "versus")
+    metric = I.logit_diff(token, other, at)
+    stack = "decoder" if cfg.arch == "decoder" else "encoder"
+    shown = ids if src is None else src
+    n = position + 1 if cfg.arch == "decoder" else len(shown)  # what the position can read
+    base = None if baseline is None else baseline_id(m, baseline, "integrated_gradients")
+    if base is not None and not 0 <= base < cfg.vocab_size:
+        raise InputError(f"{param('baseline', base)}: a token id in [0, {cfg.vocab_size})")
+    tokens = F.token_units(run, inp, stack, n, m.readable(shown), base)
+    said, notes = {}, []
+    if cfg.has_decoder:
+        said |= _gradients(m, ids, src, stack, position, token, other, base, steps, n)
+    said["attention"] = F.attention_scores(trace, cfg, stack, position, n)
+    components = F.component_units(trace, cfg)
+    parts = {}
+    if cfg.norm == "pre":
+        G = C.graph(trace, m.params, cfg, token, other, position)
+        said["attribution_graph"] = F.graph_scores(G, tokens)
+        if cfg.has_decoder:
+            d = L.direct_logit_attribution(trace, m.params, cfg, token, other, position)
+            parts["direct_logit_attribution"] = F.dla_scores(d, components)
+        parts["attribution_graph"] = F.graph_scores(G, components)
+    else:
+        notes.append(
+            "post-LN: the attribution graph and direct logit attribution need a pre-LN model, "
+            "so only the tokens are shown"
+        )
+    if not cfg.has_decoder:
+        notes.append(
+            "integrated gradients and gradient × input explain a decoder's tokens: a "
+            "classifier's are not offered"
+        )
+    predicts = ("attribution_graph", "direct_logit_attribution")
+    by_tokens = F.report(F.Runner(run, inp, metric, tokens), said, seed)
+    if "integrated_gradients" in said:
+        total, change = float(said["integrated_gradients"].sum()), by_tokens.clean - by_tokens.empty
+        by_tokens.notes.append(
+            f"integrated gradients' scores add up to {total:.6g}, and removing every token "
+            f"changes the metric by {change:.6g} (gap {abs(total - change):.1e}: the "
+            "quadrature's error)"
+        )
+    by_parts = F.report(F.Runner(run, inp, metric, components), parts, seed, predicts)
+    name = m.class_names.__getitem__ if encoder else lambda i: m.readable([i])[0]
+    return results.Faithfulness(
+        input=m.readable(ids),
+        source=None if src is None else m.readable(src),
+        token=name(token),
+        versus=None if other is None else name(other),
+        position=at,
+        seed=seed,
+        tokens=by_tokens.to_dict(),
+        components=by_parts.to_dict() if parts else None,
+        notes=notes,
+    )
+
+
+def _gradients(m, ids, src, stack, position, token, other, base, steps, n) -> dict:
+    """Integrated gradients and gradient × input of logit[token] (- logit[other]) at `position`
+    over the first n tokens of `stack`, in the PyTorch engine (float64): IG is linear in the
+    logit, so a difference's is the difference of the two."""
+    import torch
+
+    from glassformer.inspect.attribution import input_attribution
+    from glassformer.torch_model import from_params
+
+    model = from_params(m.cfg, m.params, dtype=torch.float64).eval()
+    targets = [position] * (1 if other is None else 2)
+    tokens = [token] + ([] if other is None else [other])
+    out = {}
+    for method in ("integrated_gradients", "gradient_x_input"):
+        options = dict(steps=64 if steps is None else steps, baseline=base)
+        if method != "integrated_gradients":
+            options = dict(steps=1)
+        r = input_attribution(
+            model, ids, targets, tokens, method=method, stack=stack, src_ids=src, **options
+        )
+        scores = r.scores[0] - (0.0 if other is None else r.scores[1])
+        out[method] = scores[:n]
+    return out
