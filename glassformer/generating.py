@@ -266,6 +266,12 @@ def translations(
         except GlassformerError as e:
             raise type(e)(f"{place}: {template(e)}") from None
     model = m.torch(dtype or m.dtype or "float32")
+    if model is None and m.engine == "reference":
+        raise GlassformerError(
+            f"translate runs on the PyTorch engine and this model was loaded with "
+            f"{param('engine', 'reference')}: decode in float64 with {verb('generate')} "
+            f"(greedy or beam), or load it with {param('engine', 'auto')}"
+        )
     if model is None:
         raise GlassformerError(f"translate needs PyTorch, which is not installed: {INSTALL_TORCH}")
     if align is None:

@@ -123,6 +123,14 @@ for value, match in [
     case(f"generate({value!r:.20})", call, match)
 case("translate(None)", lambda m: m.s2s.translate(None), "text=None: must be a str or a list")
 case("translate({})", lambda m: m.s2s.translate({}), "text=<dict>")
+case(  # it said PyTorch was not installed
+    "translate on the reference engine",
+    lambda m: Model(m.s2s.cfg, m.s2s.params, m.s2s.tokenizer, engine="reference").translate(
+        "Hello"
+    ),
+    "translate runs on the PyTorch engine and this model was loaded with engine='reference'",
+    error=GlassformerError,
+)
 case(
     "translations('a str')", lambda m: m.s2s.runtime.translations("Hello"), "must be a list of str"
 )
