@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--sentence", default="The old man reads a long book in the quiet room.")
     args = ap.parse_args()
-    m = glassformer.load(ROOT / "models" / "en-es", engine="reference")
+    m = glassformer.load(ROOT / "models" / "en-es")
     src = m.encode(args.sentence)
     out = m.translate(args.sentence)
     ids = m.runtime.bos() + m.encode(out)  # the decoder's input: its own translation
@@ -55,8 +55,20 @@ def main() -> None:
     )
     G = graph(trace, m.params, m.cfg, token, position=2)
     print(f"graph: {len(G.names)} nodes, completeness error {G.error:.1e}")
-    report("the graph beside one traced forward pass (en-es)", times, "graph", "traced forward")
-    report("the whole verb beside one traced forward pass", times, "Model.circuit", "traced forward")
+    report(
+        "the graph beside one traced forward pass (en-es)",
+        times,
+        "graph",
+        "traced forward",
+        unit_name="s",
+    )
+    report(
+        "the whole verb beside one traced forward pass",
+        times,
+        "Model.circuit",
+        "traced forward",
+        unit_name="s",
+    )
 
 
 if __name__ == "__main__":
