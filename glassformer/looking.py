@@ -323,6 +323,52 @@ class LookingInside:
             baseline=baseline,
         )
 
+    def explain_choice(
+        self,
+        text: str,
+        *,
+        versus: str | None = None,
+        beam: int = 4,
+        length_penalty: float = 1.0,
+        max_new_tokens: int | None = None,
+    ) -> results.Choice:
+        """`glassformer translate --explain-choice --json`: why beam search kept its best
+        hypothesis (pre-LN models; `glassformer.inspect.choice`). Each step of it, its token
+        against the runner-up token: the log-probability gap (the logit difference) split
+        exactly into heads and FFNs (direct effects) and into source and target tokens (total
+        effects); against a dropped hypothesis, the step where their tokens first differ, the
+        gap there and its split, and the final score gap with the length penalty. Beam search
+        runs on the reference engine (float64).
+
+        Parameters
+        ----------
+        text : str
+            The source (an encoder-decoder's) or the prompt (a decoder's).
+        versus : str, optional
+            The dropped hypothesis's text (an encoder-decoder's translation, a decoder's
+            continuation), decoded by force (ending with the end token when the kept one does);
+            default the n-best list's runner-up.
+        beam : int
+            The beam width (1: greedy, then only each step is explained unless `versus` is
+            given).
+        length_penalty : float
+            The score is log P / n^length_penalty over the n generated tokens.
+        max_new_tokens : int, optional
+            The most new tokens (default: up to max_len for an encoder-decoder, 20 for a
+            decoder; never past max_len).
+
+        Returns
+        -------
+        Choice
+            input, kept, dropped, dropped_by, length_penalty, beam, parting (step, tokens, gap,
+            parts, tokens, sum, error), score_gap, logprob_gap, beam_ranks, steps, error;
+            `to_dict()` is `translate --explain-choice --json`'s.
+        """
+        from glassformer.inspect import choice
+
+        how = dict(beam=beam, length_penalty=length_penalty, max_new_tokens=max_new_tokens)
+        return choice.choice_for(self.runtime, text, versus=versus, **how)
+
     def run_with_cache(
         self,
         texts: str | list[str] | list[list[int]],

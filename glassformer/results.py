@@ -13,6 +13,7 @@ the JSON holds (lists and dicts, not arrays), so a result reads the same from Py
 `--json` file.
 
     Lens            `Model.lens`       the logit lens, and direct logit attribution with dla=
+    Choice          `Model.explain_choice`  why beam search kept a hypothesis, split exactly
     Attribution     `Model.attribute`  each predicted token's logit shared among the inputs
     Ablation        `Model.ablate`     per position the prediction with and without the ablation
     Patching        `Model.patch`      how much of the clean run each head restores
@@ -121,6 +122,97 @@ class Circuit(Result):
         return [
             ("logit", f"{g['logit']:.6f} (edges in: completeness error {g['error']:.1e})"),
             ("kept", f"{g['kept']['share']:.1%} of the logit at threshold {self.threshold:g}"),
+        ]
+
+
+@dataclass(repr=False)
+class Choice(Result):
+    """`Model.explain_choice`: why beam search kept `kept` (`inspect.choice`). `steps`: each of
+    its steps, its token against the runner-up token, the log-probability gap (`gap`) split into
+    `parts` (heads, FFNs: direct effects) and `tokens` (source and target positions: total
+    effects); against `dropped` (`dropped_by` "runner-up": the n-best list's second, or
+    "versus"), `parting`: the step where their tokens first differ, split alike, and the final
+    `score_gap` (with the length penalty); `beam_ranks`: both ranks in the beam after each step.
+    `error`: the largest gap between a sum of parts and the model's number."""
+
+    input: list[str]
+    kept: dict
+    steps: list[dict]
+    length_penalty: float
+    beam: int
+    error: float
+    dropped: dict | None = None
+    dropped_by: str | None = None
+    parting: dict | None = None
+    score_gap: float | None = None
+    logprob_gap: float | None = None
+    beam_ranks: list[dict] | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        d = {
+            "input": self.input,
+            "kept": self.kept,
+            "dropped": self.dropped,
+            "dropped_by": self.dropped_by,
+            "length_penalty": self.length_penalty,
+            "beam": self.beam,
+            "parting": self.parting,
+            "score_gap": self.score_gap,
+            "logprob_gap": self.logprob_gap,
+            "beam_ranks": self.beam_ranks,
+            "steps": self.steps,
+            "error": self.error,
+            "note": self.note,
+        }
+        optional = ("dropped", "dropped_by", "parting", "score_gap", "logprob_gap", "beam_ranks")
+        return _without_none(d, *optional, "note")
+
+    def _title(self) -> str:
+        if self.parting is None:
+            return f"of {self.kept['text']!r}: {len(self.steps)} steps"
+        p = self.parting
+        return (
+            f"kept {self.kept['text']!r} over {self.dropped['text']!r} at step {p['step']}: "
+            f"{p['gap']:+.4f}"
+        )
+
+    def _lines(self) -> list[tuple[str, str]]:
+        lines = [("steps", f"{len(self.steps)}, each token over the runner-up token")]
+        if self.parting is not None:
+            top = ", ".join(f"{q['name']} {q['value']:+.4f}" for q in self.parting["parts"][:3])
+            lines += [("parts", top), ("final score gap", f"{self.score_gap:+.4f}")]
+        return lines + [("error", f"{self.error:.1e} (sums of parts against the model)")]
+
+
+@dataclass(repr=False)
+class Steered(Result):
+    """`Model.steered`: one text decoded without and with a `Steering` (`inspect.steering.
+    compare`): the steering (pair, layer, step, scale, from_step, norm), the strategy, both
+    outputs (`text`, `steered`) and per new token of the steered output (`steps`) its token and
+    the top tokens before and after, with p_before and p_after of the token chosen."""
+
+    input: str
+    steering: dict
+    strategy: str
+    text: str
+    steered: str
+    steps: list[dict]
+
+    def to_dict(self) -> dict:
+        keys = ("input", "steering", "strategy", "text", "steered", "steps")
+        return {k: getattr(self, k) for k in keys}
+
+    def _title(self) -> str:
+        s = self.steering
+        return f"at {s['step']} x {s['scale']:g}: {len(self.steps)} new tokens"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        changed = sum(s["before"][0]["id"] != s["after"][0]["id"] for s in self.steps)
+        return [
+            ("without", clip(self.text, 70)),
+            ("with", clip(self.steered, 70)),
+            ("steps", f"{changed} of {len(self.steps)} top tokens changed"),
         ]
 
 

@@ -428,6 +428,7 @@ THROUGH_FILES = {
     "cli/exercises.py:cmd_exercises": "exercises.start -> files.write_file",
     "cli/generate.py:_generate_recorded": "common.write_text",
     "cli/generate.py:cmd_translate": "common.write_text",
+    "cli/choice.py:_write": "common.write_outputs",
     "cli/probe.py:cmd_circuit": "common.write_outputs",
     "cli/probe.py:cmd_attribute": "common.write_outputs",
     "cli/probe.py:cmd_lens": "common.write_outputs",

@@ -73,6 +73,7 @@ FLAGS = {
     "write_attention_pngs": "--png",
     "Model.ablate": "--ablate",
     "Model.patch": "--patch-from",
+    "Model.explain_choice": "--explain-choice",
     "Model.trace": "glassformer explain --json",
     # config, init, train (cli/checkpoints.py, cli/training.py)
     "Config.override": "--set",

@@ -9,6 +9,7 @@ import json
 import sys
 
 from glassformer import interrupts
+from glassformer.cli import choice
 from glassformer.cli.common import (
     apart,
     device_arg,
@@ -101,6 +102,7 @@ def _generate_parser(sub) -> None:
         "(default 5 with --record; 0: none)",
     )
     overwrite_arg(r)
+    choice.add_args(g)
     g.set_defaults(func=cmd_generate)
 
 
@@ -160,11 +162,14 @@ def _translate_parser(sub) -> None:
         help="show a progress bar on stderr even when it is not a terminal (it is shown "
         "whenever stderr is one)",
     )
+    choice.add_args(tl)
     tl.set_defaults(func=cmd_translate)
 
 
 def cmd_generate(args) -> int:
     how = decoding(args)
+    if choice.given(args):
+        return choice.cmd_generate(args, how)
     if (args.text is None) == (args.input is None):
         raise GlassformerError(
             "give TEXT or --input FILE (one prompt a line)"
@@ -278,6 +283,8 @@ def _generate_recorded(args, m, how) -> int:
 
 
 def cmd_translate(args) -> int:
+    if choice.given(args):
+        return choice.cmd_translate(args)
     engine_dtype(args, "float32")  # checked before the model is read
     _check_output(args.alignments, "--alignments", args)
     if args.alignments is None:
