@@ -133,6 +133,9 @@ ARGS: dict[str, Arg] = {
     "circuit.text": Text(one=True),
     "explain_choice.text": Text(one=True),  # the source or prompt
     "explain_choice.versus": Text(one=True),  # a whole hypothesis, not one token
+    "faithfulness.target": Text(one=True),  # the token (a class) explained
+    "faithfulness.text": Text(one=True),
+    "faithfulness.steps": Int(f"in [1, {MAX_STEPS}]", 1, MAX_STEPS + 1),
     "decoder": Of("a str (the decoder's text)", kinds=(str,)),
     "threshold": Real("a share of |logit| in [0, 1]", None, 1.0),
     "neurons": Int("at least 0", 0),  # circuit: each FFN's units as nodes

@@ -1,5 +1,6 @@
 """The verbs of a `Model` that look inside: one traced forward pass (`run`, `trace`, `result`),
-touching it (`ablate`, `patch`, `intervene`), reading it (`lens`, `circuit`, `attribute`) and a
+touching it (`ablate`, `patch`, `intervene`), reading it (`lens`, `circuit`, `attribute`, and
+`faithfulness`: how far to trust each explanation) and a
 batch's chosen steps (`run_with_cache`). `LookingInside` is a base class of `Model` (model.py),
 which checks every argument of these methods against `glassformer.arguments`' table as it checks
 its own; a user calls them on the Model, and `help(glassformer.Model)` shows them there.
@@ -229,6 +230,98 @@ class LookingInside:
 
         options = dict(target=target, versus=versus, position=position, decoder=decoder)
         return probes.circuit(self.runtime, text, threshold=threshold, neurons=neurons, **options)
+
+    def faithfulness(
+        self,
+        text: str,
+        *,
+        target: str | None = None,
+        versus: str | None = None,
+        position: int | None = None,
+        decoder: str | None = None,
+        baseline: str | int | None = None,
+        steps: int | None = None,
+        seed: int = 0,
+    ) -> results.Faithfulness:
+        """`glassformer faithfulness --json`: which explanation of one logit is trustworthy on
+        this input. Each explanation's units (input tokens: integrated gradients, gradient ×
+        input, attention weights, the attribution graph's token nodes; components, heads and
+        FFNs: direct logit attribution, the attribution graph) are removed in the order of their
+        scores, and the logit is read from exact ablations of the reference engine (float64):
+        deletion and insertion curves with their areas, beside a seeded random order
+        (`glassformer.inspect.faithfulness`).
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        target, versus : str, optional
+            The token (a classifier's class) explained, default the model's top prediction;
+            and one whose logit is subtracted.
+        position : int, optional
+            The position explained (default the last; negative counts from the end).
+        decoder : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+        baseline : str or int, optional
+            What a removed token's embedding becomes, integrated gradients' baseline too: a
+            token (a piece, #id or an id); default zero.
+        steps : int, optional
+            Integrated gradients' nodes (default 64).
+        seed : int
+            The seed of the random order, the floor.
+
+        Returns
+        -------
+        Faithfulness
+            input, source, token, versus, position, seed, tokens and components (each: units,
+            removal, names, clean, empty, curves with deletion, insertion and their areas),
+            notes; `to_dict()` is `faithfulness --json`'s.
+        """
+        from glassformer.inspect import probes
+
+        options = dict(target=target, versus=versus, position=position, decoder=decoder)
+        return probes.faithfulness(
+            self.runtime, text, baseline=baseline, steps=steps, seed=seed, **options
+        )
+
+    def qk(
+        self,
+        text: str,
+        head: str,
+        *,
+        query: int | None = None,
+        key: int | None = None,
+        decoder: str | None = None,
+    ) -> results.QK:
+        """Why a head attends there: its score Ω[i, j] = q_i·k_j split into a table over the parts
+        that wrote the query's and the key's residual streams (token embeddings, positions, each
+        earlier head, each FFN, the constants), its entries adding up to Ω[i, j] within 1e-10
+        (pre-LN models; `glassformer.inspect.qk`), each with the weight A[i, j] would have
+        without it.
+
+        Parameters
+        ----------
+        text : str
+            The input (an encoder-decoder's source).
+        head : str
+            The head, as STACK.LAYER.KIND.headH ("decoder.1.cross_attn.head0").
+        query : int, optional
+            The query's position (default the last; negative counts from the end).
+        key : int, optional
+            The key's position (a source position for cross-attention; default where the head
+            attends most from `query`).
+        decoder : str, optional
+            An encoder-decoder's decoder text (default its greedy translation).
+
+        Returns
+        -------
+        QK
+            input, source, query_token, key_token and the table (head, i, j, rows, cols, table,
+            score, total, weight, top).
+        """
+        from glassformer.inspect import probes
+
+        return probes.qk(self.runtime, text, head, query=query, key=key, decoder=decoder)
 
     def lens(
         self,

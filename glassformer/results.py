@@ -14,6 +14,7 @@ the JSON holds (lists and dicts, not arrays), so a result reads the same from Py
 
     Lens            `Model.lens`       the logit lens, and direct logit attribution with dla=
     Choice          `Model.explain_choice`  why beam search kept a hypothesis, split exactly
+    Faithfulness    `Model.faithfulness`  deletion and insertion curves of each explanation
     Attribution     `Model.attribute`  each predicted token's logit shared among the inputs
     Ablation        `Model.ablate`     per position the prediction with and without the ablation
     Patching        `Model.patch`      how much of the clean run each head restores

@@ -576,3 +576,66 @@ def test_an_ablation_and_patching_report_shows_both_beside_the_run(browser, tmp_
     assert len(heat) == 2 and all(t.is_displayed() for t in heat)  # self- and cross-attention
     screenshot(driver, tmp_path, "touch.png")
     assert_offline_and_clean(driver, url)
+
+
+def test_a_faithfulness_page_draws_each_curve_where_its_numbers_are(browser, tmp_path):
+    """`faithfulness --html` (explain/html_faithfulness.py) in Chromium: per kind of unit, the
+    table ranked by insertion − deletion, the sentence naming its first row, and two panels whose
+    every polyline places each point's height linearly in its value (higher logit, higher up),
+    one polyline per curve; the page loads nothing."""
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+    from test_faithfulness import built
+
+    from glassformer.explain import html_faithfulness as HF
+    from glassformer.explain.html_touch import probe_page
+
+    *_, tokens, parts = built("decoder", 3)
+    d = {"input": list("abcdefg"), "token": "x", "position": 6, "seed": 3,
+         "tokens": tokens.to_dict(), "components": parts.to_dict(), "notes": []}  # fmt: skip
+    path = tmp_path / "faithfulness.html"
+    path.write_text(
+        probe_page("faithfulness", {}, [("f", "Faithfulness", HF.faithfulness_section(d))])
+    )
+    driver.get_log("browser")
+    driver.get_log("performance")
+    url = path.resolve().as_uri()
+    driver.get(url)
+    tables = driver.find_elements(By.CSS_SELECTOR, "table.faithfulness")
+    assert len(tables) == 2
+    for table, report in zip(tables, (d["tokens"], d["components"]), strict=True):
+        rows = [r.text for r in table.find_elements(By.TAG_NAME, "tr")[1:]]
+        gaps = {
+            HF.said(c["method"]): c["insertion_area"] - c["deletion_area"] for c in report["curves"]
+        }
+        shown = [r.split(" ", 1)[1].rsplit(" ", 3)[0] for r in rows]
+        assert sorted(shown) == sorted(gaps) and [gaps[m] for m in shown] == sorted(
+            gaps.values(), reverse=True
+        )
+    panels = driver.find_elements(By.CSS_SELECTOR, ".faithfulness-curves svg")
+    assert len(panels) == 4 and all(p.is_displayed() for p in panels)
+    width = driver.execute_script("return window.innerWidth")
+    assert all(p.rect["x"] + p.rect["width"] <= width for p in panels)
+    for panel, (report, which) in zip(
+        panels,
+        [(d[k], w) for k in ("tokens", "components") for w in ("deletion", "insertion")],
+        strict=True,
+    ):
+        lines = [
+            p for p in panel.find_elements(By.TAG_NAME, "polyline")
+            if p.get_attribute("stroke-width") == "2"
+        ]  # fmt: skip
+        assert len(lines) == len(report["curves"])
+        for line, c in zip(lines, report["curves"], strict=True):
+            ys = np.array([float(p.split(",")[1]) for p in line.get_attribute("points").split()])
+            v = np.asarray(c[which])
+            assert len(ys) == len(v)
+            slope, at = np.polyfit(v, ys, 1) if np.ptp(v) else (-1.0, ys[0] + v[0])
+            assert slope < 0 and np.abs(ys - (at + slope * v)).max() < 0.1  # drawn to 0.1 px
+    best = max(d["components"]["curves"], key=lambda c: c["insertion_area"] - c["deletion_area"])
+    assert (
+        f"On this input {HF.said(best['method'])} is the most faithful"
+        in driver.page_source.replace("<b>", "").replace("</b>", "")
+    )
+    screenshot(driver, tmp_path, "faithfulness.png")
+    assert_offline_and_clean(driver, url)

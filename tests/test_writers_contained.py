@@ -432,6 +432,7 @@ THROUGH_FILES = {
     "cli/probe.py:cmd_circuit": "common.write_outputs",
     "cli/probe.py:cmd_attribute": "common.write_outputs",
     "cli/probe.py:cmd_lens": "common.write_outputs",
+    "cli/faithfulness.py:_write": "files.write_file (--png), common.write_outputs",
     "cli/reports.py:_over_training": "common.write_outputs",
     "cli/reports.py:_write_reports": "files.building (--png), common.write_outputs",
     "exercises/stubs.py:start": "files.write_file",
@@ -453,6 +454,8 @@ ALSO_TO_MEMORY = {"training/checkpoint.py:save_checkpoint": {"torch.save"}}  # i
 NO_USER_FILE = {
     "training/checkpoint.py:_plot": "savefig into a BytesIO (loss.png goes through weights.save)",
     "cli/common.py:_drop_stdout": "os.open(os.devnull)",
+    "explain/html_faithfulness.py:curves_png": "savefig into a BytesIO (--png goes through "
+    "files.write_file)",
     "explain/plots.py:write_attention_pngs": "into the folder files.building made for --png "
     "(its one caller, cli/reports.py:_write_reports)",
     "training/views.py:encode": "safetensors' save to bytes (views.safetensors goes through "

@@ -7,6 +7,8 @@
                         time-lapse, recorded by train --snapshot-views TEXT --view-every N)
     glassformer lens CKPT "text" [--dla TOKEN [--versus TOKEN]]   (the logit lens)
     glassformer attribute CKPT "text" [--method integrated_gradients|gradient_x_input]
+    glassformer faithfulness CKPT "text" [--target TOKEN] [--versus TOKEN] [--position P]
+                             [--json FILE] [--html FILE] [--png FILE]   (which explanation to trust)
     glassformer generate CKPT "text" | --input FILE [--strategy greedy|sample|beam] [--engine ...]
                          [--dtype float64|float32|int8]
     glassformer translate CKPT "text" ... | --input FILE [--beam N] [--dtype float32|int8]
@@ -42,9 +44,9 @@ anywhere among a command's positional arguments.
 
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
 (walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
-attribute), `generate` (generate, translate), `training` (train, eval), `checkpoints` (config,
-init, export, import-hf, export-hf, embed, classify), `serve`, `exercises` and `diff`; `common`
-holds what they share, `decoding` the decoding options.
+circuit, attribute), `faithfulness`, `generate` (generate, translate), `training` (train, eval),
+`checkpoints` (config, init, export, import-hf, export-hf, embed, classify), `serve`, `exercises`
+and `diff`; `common` holds what they share, `decoding` the decoding options.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ from glassformer.cli import (  # noqa: E402
     checkpoints,
     diff,
     exercises,
+    faithfulness,
     generate,
     probe,
     reports,
@@ -71,7 +74,7 @@ from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run  # noq
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, probe, generate, training, checkpoints, serve, exercises, diff)
+FAMILIES = (reports, probe, faithfulness, generate, training, checkpoints, serve, exercises, diff)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,6 +63,8 @@ FLAGS = {
     # circuit (cli/probe.py)
     "decoder": "--decoder",
     "threshold": "--threshold",
+    # faithfulness (cli/faithfulness.py)
+    "faithfulness.steps": "--steps",
     "neurons": "--neurons",
     # explain (cli/reports.py, cli/touch.py)
     "names": "--ablate",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glassformer.cli import faithfulness
 from glassformer.cli.common import (
     check_report_outputs,
     load_model,
@@ -18,6 +19,7 @@ from glassformer.cli.common import (
     write_outputs,
 )
 from glassformer.cli.flags import said
+from glassformer.errors import GlassformerError
 from glassformer.inspect.attribution import MAX_STEPS
 
 
@@ -119,6 +121,7 @@ def add_parsers(sub) -> None:
         "as the vocabulary spells it, or #ID; default: every embedding zero, which a model "
         "with no position vectors cannot integrate from)",
     )
+    faithfulness.add_to_attribute(at)
     at.set_defaults(func=cmd_attribute)
 
 
@@ -254,6 +257,10 @@ def _node(n: dict) -> str:
 def cmd_attribute(args) -> int:
     import torch  # noqa: F401 (attribution runs in the PyTorch engine: say so before the work)
 
+    if args.faithfulness:
+        return faithfulness.from_attribute(args)
+    if args.png:
+        raise GlassformerError("--png draws --faithfulness's curves: give --faithfulness too")
     check_report_outputs(args)
     m = load_model(args.checkpoint)
     options = dict(
