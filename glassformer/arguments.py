@@ -24,6 +24,8 @@ import inspect
 import numbers
 from collections.abc import Callable
 
+import numpy as np
+
 from glassformer.argument_kinds import (
     Arg,
     Bool,
@@ -58,6 +60,7 @@ from glassformer.devices import DEVICE_NAMES, is_device_name
 from glassformer.errors import InputError
 from glassformer.inference import DTYPES
 from glassformer.inspect.attribution import MAX_STEPS
+from glassformer.inspect.steering import Steering
 from glassformer.weights import STORABLE_DTYPES
 
 ENGINES = ("auto", "reference", "torch")  # a Model's engines (`load`, --engine)
@@ -149,6 +152,13 @@ ARGS: dict[str, Arg] = {
     "names": Strs(),
     "run": Of("a Run (Model.run makes one)", kinds=run_type),
     "fns": Interventions(),
+    # steering (Model.steer, Model.steered; inspect/steering.py checks what a model decides)
+    "pair": Of("'TEXT_A|TEXT_B' or two str", kinds=(str, tuple, list)),
+    "layer": Int("at least 0", 0),
+    "scale": Real("a finite number"),
+    "vector": Of("an array of d_model numbers", kinds=(np.ndarray, list, tuple)),
+    "from_step": Int("at least 0", 0),
+    "steering": Of("a Steering (Model.steer makes one)", kinds=(Steering,)),
     # what the engines and decoding read: token ids of this model
     "ids": Ids(),
     "decode.ids": Ids(pieces=True),

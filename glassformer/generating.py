@@ -21,6 +21,7 @@ from glassformer.decoding import Decoding, context_slid, stop_reason, strategy_t
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, param, template, verb
 from glassformer.numerics import NonFiniteError
 from glassformer.results import Record
+from glassformer.trace import intervening
 
 
 def one(m, text: str, decoding) -> str:
@@ -162,14 +163,15 @@ def _encoded(m, texts: list[str], places: list[str]) -> dict[int, list[int]]:
 
 def many(m, texts: list[str], decoding, batch_size: int, places: list[str] | None) -> list[str]:
     """Every text decoded, one output each ("" for a blank one). Greedy on the torch engine:
-    batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise one
-    at a time. A refusal or non-finite logits name the text's place (`places`)."""
+    batches of prompts in one KV cache, the same tokens as one prompt at a time; otherwise, and
+    inside an intervention (whose functions may read one sequence's positions), one at a time.
+    A refusal or non-finite logits name the text's place (`places`)."""
     _check_batch_size(batch_size)
     places = places or [f"text {n + 1}" for n in range(len(texts))]
     inputs = _encoded(m, texts, places)
     model = m.torch(m.dtype or "float64")
     try:
-        if model is not None and decoding.strategy == "greedy":
+        if model is not None and decoding.strategy == "greedy" and not intervening():
             outs = _greedy(m, model, inputs, decoding, batch_size)
         else:
             outs = _one_by_one(m, inputs, decoding)

@@ -1,5 +1,6 @@
 """The verbs of a `Model` that look inside: one traced forward pass (`run`, `trace`, `result`),
-touching it (`ablate`, `patch`, `intervene`), reading it (`lens`, `circuit`, `attribute`, and
+touching it (`ablate`, `patch`, `intervene`; steering: `steer`, `steered`), reading it
+(`lens`, `circuit`, `attribute`, and
 `faithfulness`: how far to trust each explanation) and a
 batch's chosen steps (`run_with_cache`). `LookingInside` is a base class of `Model` (model.py),
 which checks every argument of these methods against `glassformer.arguments`' table as it checks
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from glassformer import activations, results
 from glassformer.decoding import Decoding
+from glassformer.errors import InputError
 from glassformer.inspect.touch import Run
 from glassformer.runtime import Runtime
 from glassformer.trace import Trace
@@ -189,6 +191,91 @@ class LookingInside:
         context manager
         """
         return trace_intervene(fns)
+
+    def steer(
+        self,
+        pair: str | tuple[str, str] | None = None,
+        *,
+        layer: int,
+        scale: float = 1.0,
+        vector=None,
+        from_step: int | None = None,
+    ):
+        """A context in which every verb (generate, translate, run, trace, ...) is steered, in
+        both engines: scale·v added to the decoder's residual stream entering block `layer`
+        (`glassformer.inspect.steering`), v the direction of a contrast pair or a given vector.
+
+        Parameters
+        ----------
+        pair : str or (str, str), optional
+            "TEXT_A|TEXT_B": v = the mean stream of TEXT_A minus that of TEXT_B at that point
+            (the reference engine's, averaged over each text's positions; an encoder-decoder
+            reads each as decoder text after BOS, with itself as the source).
+        layer : int
+            The block whose entering stream is steered, from 0 (n_layers: after the last).
+        scale : float
+            The multiple of v added (0: no change; negative: towards TEXT_B).
+        vector : array, optional
+            A (d_model,) direction instead of a pair.
+        from_step : int, optional
+            Steer only from this new token on (positions >= prompt length - 1 + from_step);
+            default every position, the prompt's included.
+
+        Returns
+        -------
+        Steering
+            A context manager (`with m.steer(...):`); `.vector`, `.name` (the step steered),
+            `.to_dict()`.
+        """
+        from glassformer.inspect import steering as S
+
+        rt, cfg = self.runtime, self.runtime.cfg
+        rt.need_generator()
+        layer = S.check_layer(layer, cfg)
+        if (pair is None) == (vector is None):
+            raise InputError("steer takes a contrast pair or a vector: give one of them")
+        if vector is not None:
+            v = S.check_vector(vector, cfg.d_model)
+        else:
+            pair = S.split_pair(pair)
+            bos = rt.bos()[0] if cfg.arch == "encoder-decoder" else None
+            sides = []
+            for n, side in zip(("first", "second"), pair, strict=True):
+                ids = rt.encode(side, window=True, what=f"the pair's {n} text")
+                sides.append(S.pair_inputs(cfg, ids, bos))
+            v = S.direction(rt.params, cfg, *sides, layer)
+        return S.Steering(v, layer, scale, from_step, pair, cfg.arch)
+
+    def steered(
+        self,
+        text: str,
+        steering,
+        *,
+        decoding: Decoding | None = None,
+    ) -> results.Steered:
+        """`generate --steer ... --json`: the text decoded without and with `steering` (the same
+        decoding), and per new token of the steered output the top tokens of the next-token
+        distribution before (unsteered, same prefix) and after, and the token chosen. Call it
+        outside the steering.
+
+        Parameters
+        ----------
+        text : str
+            A decoder's prompt, or an encoder-decoder's source.
+        steering : Steering
+            What `steer` made.
+        decoding : Decoding, optional
+            Greedy by default; sampling (seeded) or beam search (the best hypothesis is shown).
+
+        Returns
+        -------
+        Steered
+            input, steering, strategy, text, steered, steps; `to_dict()` is `--json`'s.
+        """
+        from glassformer.inspect import steering as S
+
+        self.runtime.need_generator()
+        return results.Steered(**S.compare(self.runtime, text, steering, decoding))
 
     def circuit(
         self,

@@ -13,6 +13,7 @@ the JSON holds (lists and dicts, not arrays), so a result reads the same from Py
 `--json` file.
 
     Lens            `Model.lens`       the logit lens, and direct logit attribution with dla=
+    Steered         `Model.steered`    a text decoded without and with steering, step by step
     Choice          `Model.explain_choice`  why beam search kept a hypothesis, split exactly
     Faithfulness    `Model.faithfulness`  deletion and insertion curves of each explanation
     Attribution     `Model.attribute`  each predicted token's logit shared among the inputs

@@ -31,6 +31,7 @@ from glassformer.config import Config
 from glassformer.decoding import Decoding, finish
 from glassformer.errors import INSTALL_TORCH, GlassformerError, InputError, Said, param
 from glassformer.inputs import utf8
+from glassformer.trace import positions
 
 # What to do when only the PyTorch engine's float32 or int8 overflows (the float64 one is exact).
 FIX = f"try {param('dtype', 'float64')} or {param('engine', 'reference')}"
@@ -299,7 +300,9 @@ class Runtime:
         else:
             step = R.next_token_logits(self.params, self.cfg, src, window=window)
         fix = self.fix if fix is ... else fix  # None: no advice (the float64 engine is exact)
-        return numerics.checked(step, self.params, self.cfg, prompt_len, src, fix)
+        return _from_prompt(
+            numerics.checked(step, self.params, self.cfg, prompt_len, src, fix), prompt_len
+        )
 
     def many_step(self, src: list[int] | None = None, *, prompt_len: int = 1):
         """Batched next-token logits (hypotheses -> (n, V)) for beam search on the PyTorch
@@ -309,9 +312,9 @@ class Runtime:
             return None
         from glassformer.torch_steps import many_step_fn
 
-        return numerics.checked_many(
-            many_step_fn(model, src), self.params, self.cfg, prompt_len, src, self.fix
-        )
+        step = many_step_fn(model, src)
+        checked = numerics.checked_many(step, self.params, self.cfg, prompt_len, src, self.fix)
+        return _from_prompt(checked, prompt_len)
 
     def reference_run(self) -> Callable:
         """The reference engine's forward as an `interventions.Run`: input (ids, or (src,
@@ -398,6 +401,17 @@ class Runtime:
     def class_result(self, probs: np.ndarray) -> dict:
         """One text's class: {label, class, probability, probabilities by class name}."""
         return results.Classification.of(self.class_names, probs).to_dict()
+
+
+def _from_prompt(step: Callable, prompt_len: int) -> Callable:
+    """`step` telling the engines where its decoding's prompt ends (`trace.positions`: an
+    intervention that reads positions, steering's from_step, counts the new tokens from it)."""
+
+    def told(ids):
+        with positions(prompt=prompt_len):
+            return step(ids)
+
+    return told
 
 
 def _nanogpt(name: str) -> bool:

@@ -51,6 +51,8 @@ from glassformer.torch_layers import (
     rotary_angles,
     sinusoidal_table,
 )
+from glassformer.trace import intervening as _intervening
+from glassformer.trace import positions as _positions
 from glassformer.trace import watching as _watching
 from glassformer.weights import InitScheme
 
@@ -252,10 +254,13 @@ class Stack(nn.Module):
             x = _tap("sum", x)
             with _scope("embed_norm"):
                 x = _tap("out", self.embed_norm(x), self.norm_eq)
-        x = self.drop(_tap("input", x, self.input_eq))
-        for i, block in enumerate(self.layers):
-            with _scope(str(i)):
-                x = block(x, mask, causal, memory, memory_mask, cache, i, rope)
+        # With a KV cache only the new rows are computed: an intervention that reads positions
+        # is told where they sit (`trace.positions`; the reference engine computes every row).
+        with _positions(start=start if start and _intervening() else None):
+            x = self.drop(_tap("input", x, self.input_eq))
+            for i, block in enumerate(self.layers):
+                with _scope(str(i)):
+                    x = block(x, mask, causal, memory, memory_mask, cache, i, rope)
         if self.norm is not None:
             with _scope("norm"):
                 x = _tap("out", self.norm(x), self.norm_eq)

@@ -53,6 +53,10 @@ _PREFIX: ContextVar[tuple[str, ...]] = ContextVar("glassformer_prefix", default=
 _INTERVENTION: ContextVar[Intervention | None] = ContextVar(
     "glassformer_intervention", default=None
 )
+# Where the rows a stack computes now sit in their sequence (`positions`): the first row's
+# position (a KV cache's length) and the prompt a decoding started from (None: not said).
+_START: ContextVar[int] = ContextVar("glassformer_start", default=0)
+_PROMPT: ContextVar[int | None] = ContextVar("glassformer_prompt", default=None)
 
 
 @dataclass(frozen=True)
@@ -448,6 +452,35 @@ def intervene(fns: Mapping[str, Callable]):
         yield swap
     finally:
         _INTERVENTION.reset(token)
+
+
+@contextlib.contextmanager
+def positions(start: int | None = None, prompt: int | None = None):
+    """Say where the rows computed inside sit, for an intervention that reads positions
+    (`inspect.steering`'s from_step): `start`, the sequence position of the first row a stack
+    computes (the PyTorch engine sets its KV cache's length: only the new rows are computed; the
+    reference engine computes every row, from 0); `prompt`, the length of the prompt a decoding
+    started from (the step functions of `runtime.py` say it). None leaves a value as it is."""
+    tokens = []
+    if start is not None:
+        tokens.append((_START, _START.set(int(start))))
+    if prompt is not None:
+        tokens.append((_PROMPT, _PROMPT.set(int(prompt))))
+    try:
+        yield
+    finally:
+        for var, token in reversed(tokens):
+            var.reset(token)
+
+
+def first_position() -> int:
+    """The sequence position of the first row being computed (`positions`; 0 unless said)."""
+    return _START.get()
+
+
+def prompt_length() -> int | None:
+    """The length of the prompt the decoding under way started from, or None (`positions`)."""
+    return _PROMPT.get()
 
 
 def current() -> Trace | None:

@@ -94,7 +94,16 @@ def test_nothing_below_the_command_line_imports_it():
 # module of a wing on an import circle, would put the wing on two layers.
 WINGS = {
     "formats": {"hf", "hf_dir", "hf_llama", "hf_pegasus", "nanogpt", "loading", "hf_hooks"},
-    "inspect": {"interventions", "lens", "attribution", "touch", "probes", "qk", "circuit"},
+    "inspect": {
+        "interventions",
+        "lens",
+        "attribution",
+        "touch",
+        "probes",
+        "qk",
+        "circuit",
+        "steering",
+    },
     "training": {"train", "checkpoint", "tasks", "views"},
 }
 TOP = {"glassformer.cli", "glassformer.serve", "glassformer.explain", "glassformer.engine_diff"}

@@ -31,7 +31,7 @@ PUBLIC = {
     # the verbs
     "generate", "stream", "record", "translate", "alignments", "embed", "classify", "evaluate",
     "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit",
-    "attribute", "faithfulness", "explain_choice",
+    "attribute", "faithfulness", "explain_choice", "steer", "steered",
     "save", "export_hf",
 }  # fmt: skip
 

@@ -291,6 +291,7 @@ NO_FOLDER_FILE = {
     "cli/checkpoints.py:cmd_init": "--corpus, a user's text file",
     "cli/common.py:_drop_stdout": "os.devnull",
     "cli/common.py:input_lines": "--input, a user's text file",
+    "cli/steering.py:read_vector": "--steer-vector, a user's .npy file (no pickle)",
     "evaluating.py:_perplexity": "--data",
     "data.py:_read_bounded": "a user's (possibly gzipped) text file",
     "data.py:read_pairs": "a user's TSV",

@@ -42,6 +42,13 @@ FLAGS = {
     "n_best": "--n-best",
     "sentences": "sentences or --input FILE",  # translate's TEXT arguments, or the file's lines
     "Model.record": "--record",
+    # steering (cli/steering.py)
+    "pair": "--steer",
+    "vector": "--steer-vector",
+    "layer": "--layer",
+    "scale": "--scale",
+    "from_step": "--from-step",
+    "Model.steered": "--steer-report",
     # eval (cli/training.py)
     "Model.evaluate": "eval",
     "Model.generate": "generate",

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 
@@ -25,6 +26,8 @@ from glassformer.cli.common import (
     write_text,
 )
 from glassformer.cli.decoding import decoding, decoding_args
+from glassformer.cli.steering import check_steering, steering, steering_args, write_report
+from glassformer.decoding import Decoding
 from glassformer.errors import GlassformerError, Interrupted
 
 
@@ -74,6 +77,7 @@ def _generate_parser(sub) -> None:
     device_arg(g)
     threads_arg(g)
     decoding_args(g)
+    steering_args(g)
     r = g.add_argument_group(
         "recording",
         "What the PyTorch engine computed for each new token, read on its fast path (the KV "
@@ -156,6 +160,7 @@ def _translate_parser(sub) -> None:
         "(default: all)",
     )
     overwrite_arg(tl)
+    steering_args(tl)
     tl.add_argument(
         "--progress",
         action="store_true",
@@ -178,7 +183,20 @@ def cmd_generate(args) -> int:
         )
     engine_dtype(args, "float64")  # checked before the model is read
     _check_record(args)
+    check_steering(args, {"CHECKPOINT": args.checkpoint, "--input": args.input})
+    if args.record is not None and args.steer_report is not None:
+        raise GlassformerError("--steer-report and --record: give one of them")
     m = load_model(args.checkpoint, args.engine, args.dtype, args.device)
+    steer = steering(args, m)
+    with steer or contextlib.nullcontext():
+        _generate(args, m, how)
+    if steer is not None:
+        texts = [args.text] if args.input is None else input_lines([], args.input)
+        write_report(args, m, texts, steer, how)
+    return 0
+
+
+def _generate(args, m, how) -> int:
     if args.record is not None:
         return _generate_recorded(args, m, how)
     if args.input is None:
@@ -297,7 +315,18 @@ def cmd_translate(args) -> int:
             raise GlassformerError(
                 f"{given[0]} chooses the heads of --alignments; add --alignments OUT.jsonl"
             )
+    check_steering(args, {"CHECKPOINT": args.checkpoint, "--input": args.input})
     m = load_model(args.checkpoint, dtype=args.dtype, device=args.device)
+    steer = steering(args, m)
+    with steer or contextlib.nullcontext():
+        _translate(args, m)
+    if steer is not None:
+        how = Decoding("beam", beam_width=args.beam) if args.beam > 1 else Decoding()
+        write_report(args, m, input_lines(args.text, args.input), steer, how)
+    return 0
+
+
+def _translate(args, m) -> int:
     lines = input_lines(args.text, args.input)
     # each sentence's place in the input, as errors and notes name it
     where = [
