@@ -219,6 +219,47 @@ class Steered(Result):
 
 
 @dataclass(repr=False)
+class Faithfulness(Result):
+    """`Model.faithfulness`: how faithful each explanation of one logit is on this input
+    (`inspect.faithfulness`): the model's readable tokens (`input`; an encoder-decoder's decoder
+    text, its `source` apart), the `token` explained (a classifier's class) at `position`, minus
+    `versus`'s, the random order's `seed`, and one report per kind of unit, `tokens` and
+    `components` (None where no component method applies), each: units, stack, removal, names,
+    clean, empty, notes, curves (method, scores, order, deletion, insertion, deletion_area,
+    insertion_area, predicted)."""
+
+    input: list[str]
+    source: list[str] | None
+    token: str
+    versus: str | None
+    position: int
+    seed: int
+    tokens: dict
+    components: dict | None
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return _without_none(d, "source", "versus", "components")
+
+    def _title(self) -> str:
+        what = repr(self.token) + (f" minus {self.versus!r}" if self.versus else "")
+        return f"of {what} at position {self.position}"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        out = []
+        for report in (self.tokens, self.components):
+            if report is None:
+                continue
+            for c in report["curves"]:
+                if c["deletion_area"] is None:
+                    continue
+                areas = f"deletion {c['deletion_area']:.3f}, insertion {c['insertion_area']:.3f}"
+                out.append((f"{report['units']}: {c['method'].replace('_', ' ')}", areas))
+        return out
+
+
+@dataclass(repr=False)
 class Lens(Result):
     """`Model.lens`: the decoder's readable tokens (`input`), the logit lens table (`lens`:
     points, labels, top_ids, top_logits, top_probs, norm, top_tokens; rows are residual
