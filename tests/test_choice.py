@@ -40,12 +40,24 @@ def logits_of(engine: str, m, src, ids) -> np.ndarray:
         return np.asarray(R.forward(m.params, m.cfg, ids[:-1], src_ids=src), dtype=np.float64)
     import torch
 
-    from glassformer.torch_model import from_params
-
-    model = from_params(m.cfg, m.params, dtype=torch.float64).eval()
+    model = torch_model(m)
     with torch.no_grad():
         s = None if src is None else torch.tensor([src])
         return model(torch.tensor([ids[:-1]]), src_ids=s)[0].numpy()
+
+
+_TORCH: dict = {}
+
+
+def torch_model(m):
+    """The PyTorch engine in float64 on a Model's weights, made once per Model."""
+    import torch
+
+    from glassformer.torch_model import from_params
+
+    if id(m) not in _TORCH:
+        _TORCH[id(m)] = (m, from_params(m.cfg, m.params, dtype=torch.float64).eval())
+    return _TORCH[id(m)][1]
 
 
 def new_logprobs(engine, m, src, ids, n) -> np.ndarray:
@@ -104,15 +116,22 @@ def en_es():
     return m, m.tokenizer.encode("Hello world."), [m.tokenizer.bos_id]
 
 
-def test_the_translator_kept_hola_el_mundo_over_the_runner_up(en_es):
-    import torch
+@pytest.fixture(scope="module")
+def runner_up(en_es):
+    return en_es[0].explain_choice("Hello world.")
 
-    from glassformer.torch_model import from_params
+
+@pytest.fixture(scope="module")
+def hola_mundo(en_es):
+    return en_es[0].explain_choice("Hello world.", versus="Hola mundo.")
+
+
+def test_the_translator_kept_hola_el_mundo_over_the_runner_up(en_es, runner_up):
     from glassformer.torch_steps import step_fn
 
     m, src, prompt = en_es
-    c = m.explain_choice("Hello world.")
-    model = from_params(m.cfg, m.params, dtype=torch.float64).eval()
+    c = runner_up
+    model = torch_model(m)
     beam = decoding.beam_search(
         step_fn(model, src), prompt, m.cfg.max_len - 1, m.tokenizer.eos_id, 4, 1.0, m.cfg.max_len
     )
@@ -122,9 +141,9 @@ def test_the_translator_kept_hola_el_mundo_over_the_runner_up(en_es):
     assert c.parting["step"] == 2 and c.parting["context"] == "Hola"
 
 
-def test_versus_parts_where_the_tokens_first_differ(en_es):
+def test_versus_parts_where_the_tokens_first_differ(en_es, hola_mundo):
     m, src, prompt = en_es
-    c = m.explain_choice("Hello world.", versus="Hola mundo.")
+    c = hola_mundo
     assert c.dropped["text"] == "Hola mundo." and c.dropped_by == "versus"
     check_choice(m, c, src, prompt)
     assert (c.parting["step"], c.parting["token"], c.parting["versus"]) == (2, "␣el", "␣mundo")
@@ -164,6 +183,24 @@ def test_a_beam_of_one_explains_each_step(random_decoder):
         assert s["gap"] >= 0  # greedy: each token the likeliest
 
 
+def test_the_explorers_answer_is_the_models(en_es, hola_mundo):
+    """/api/choice on two hypotheses' ids: the parting split `Model.explain_choice` gives."""
+    pytest.importorskip("starlette")
+    from glassformer.serve import Explorer, Registry
+
+    m, src, prompt = en_es
+    c = hola_mundo
+    explorer = Explorer(Registry([str(EN_ES)]))
+    body = {"model": "en-es", "src": src, "n_prompt": 1, "kept": c.kept["ids"]}
+    d = explorer.choice(body | {"dropped": c.dropped["ids"]})
+    assert d["parting"]["gap"] == pytest.approx(c.parting["gap"], abs=1e-12)
+    assert d["dropped_by"] == "picked" and "steps" in d and not d["steps"]
+    with pytest.raises(GlassformerError, match="the hypothesis picked is the hypothesis kept"):
+        explorer.choice(body | {"dropped": c.kept["ids"]})
+    with pytest.raises(GlassformerError, match="are not two hypotheses of one decoding"):
+        explorer.choice(body | {"dropped": c.dropped["ids"], "src": None})
+
+
 def test_what_cannot_be_explained_is_refused(random_decoder, seeded_classifier):
     m = random_decoder
     kept = m.explain_choice("ab", beam=2, max_new_tokens=3).kept["text"]
@@ -180,7 +217,7 @@ def test_what_cannot_be_explained_is_refused(random_decoder, seeded_classifier):
 # -- the command line ----------------------------------------------------------------------------
 
 
-def test_translate_explain_choice_prints_json_and_html(capsys, tmp_path, en_es):
+def test_translate_explain_choice_prints_json_and_html(capsys, tmp_path, runner_up):
     from glassformer.cli import main
 
     args = ["translate", str(EN_ES), "Hello world.", "--explain-choice"]
@@ -190,7 +227,7 @@ def test_translate_explain_choice_prints_json_and_html(capsys, tmp_path, en_es):
     assert "sum of parts 0.9018" in text and "final scores (log p / n^1)" in text
     out, page = tmp_path / "c.json", tmp_path / "c.html"
     assert main([*args, "--json", str(out), "--html", str(page)]) == 0
-    assert json.loads(out.read_text()) == en_es[0].explain_choice("Hello world.").to_dict()
+    assert json.loads(out.read_text()) == runner_up.to_dict()
     assert "Kept <b>“Hola el mundo.”</b> over" in page.read_text()
 
 

@@ -572,3 +572,51 @@ def test_the_neuron_view_says_why_the_score(browser, server):  # noqa: F811
     (a, b, _, _), *_ = want.top(1)
     assert rows[0] == ["query part", "key part", "share of Ω", "A without it"]
     assert rows[1][:2] == [a, b] and len(rows) == 9  # the 8 largest entries
+
+
+def test_the_beam_view_says_why_the_winner_beat_a_picked_hypothesis(browser, server):  # noqa: F811
+    """Issue 40, point 3: a node of the beam tree off the winner's path gets a panel, "kept X over
+    Y: +gap at step k, of which ...", its gap the two hypotheses' own log-probabilities there
+    (the PyTorch engine in float64, each on its own) and its parts adding up to it."""
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=en-es&text=Hello world.")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.execute_script("document.querySelector('.tabs [data-tab=generate]').click()")
+    driver.execute_script("document.getElementById('beam-width').value = '4'")
+    choose(driver, "strategy", "beam")
+    until(driver, "return document.querySelector('#beam svg .node')")
+    driver.execute_script("document.getElementById('gen-last').click()")
+    until(driver, "return document.querySelector('#beam .node[data-step=\"2\"]')")
+    for rank in range(4):
+        node = f'#beam .node[data-step="2"][data-rank="{rank}"]'
+        driver.execute_script(
+            "document.querySelector(arguments[0])"
+            ".dispatchEvent(new MouseEvent('click', {bubbles: true}))",
+            node,
+        )
+        box = "return document.querySelector('#beam-node .choice')"
+        until(driver, box + " && (document.querySelector('#beam-node .choice-why') || "
+              "document.querySelector('#beam-node .choice-on-path'))")  # fmt: skip
+        if driver.execute_script("return document.querySelector('#beam-node .choice-why')"):
+            break
+    else:
+        raise AssertionError("every hypothesis of step 2 is on the winner's path")
+    said = driver.execute_script(
+        "const b = document.querySelector('#beam-node .choice');"
+        "const w = b.querySelector('.choice-why');"
+        "return [JSON.parse(b.dataset.kept), JSON.parse(b.dataset.dropped), +w.dataset.gap,"
+        " w.textContent]"
+    )
+    kept, dropped, gap, sentence = said
+    cfg, params, tok = loading.load(EN_ES)
+    model = from_params(cfg, params, dtype=torch.float64).eval()
+    src = torch.tensor([tok.encode("Hello world.")])
+    k = next(i for i, (a, b) in enumerate(zip(kept, dropped, strict=False)) if a != b)
+    with torch.no_grad():
+        logp = [torch.log_softmax(model(torch.tensor([ids[:k]]), src_ids=src)[0, -1], -1)
+                for ids in (kept, dropped)]  # fmt: skip
+    want = float(logp[0][kept[k]] - logp[1][dropped[k]])
+    assert gap == pytest.approx(want, abs=1e-10)
+    assert sentence.startswith(f"kept “{tok.decode(kept[1:]).strip()}” over “")
+    assert f"at step {k - 1} (" in sentence and ", of which decoder." in sentence

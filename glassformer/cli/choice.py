@@ -41,8 +41,16 @@ def add_args(p) -> None:
 
 
 def given(args) -> bool:
-    """Whether --explain-choice was asked for; its options are refused without it."""
+    """Whether --explain-choice was asked for; its options are refused without it, and steering
+    with it (the choice explained is the model's own)."""
     if args.explain_choice:
+        steer = [f for f in ("steer", "steer_vector") if getattr(args, f, None) is not None]
+        if steer:
+            flag = "--" + steer[0].replace("_", "-")
+            raise GlassformerError(
+                f"{flag} does not go with --explain-choice (it explains the model's own choice): "
+                "drop one"
+            )
         return True
     extra = [f for f, v in (("--versus", args.versus), ("--json", args.json)) if v is not None]
     extra += ["--html"] if args.html is not None else []

@@ -320,3 +320,27 @@ def _worded(m, s: dict, words: dict) -> dict:
         parts.append(p)
     out["parts"] = parts
     return out
+
+
+def between(m, src, n_prompt: int, kept: list[int], dropped: list[int], length_penalty=1.0):
+    """Why `kept` beat `dropped` (token ids from the prompt on, as a beam search's hypotheses hold
+    them: the explorer's beam view) at the step where they parted: `m` is the Model's `Runtime`,
+    `src` an encoder-decoder's source ids (None for a decoder), the first `n_prompt` ids the
+    prompt (an encoder-decoder's start token)."""
+    from glassformer import results
+
+    cfg = m.cfg
+    pre_ln(cfg)
+    if cfg.arch == "encoder":
+        raise InputError(f"{m.name} is an encoder: it decodes nothing, so it has no choice")
+    prompt = list(kept[:n_prompt])
+    fits = len(dropped) <= cfg.max_len and list(dropped[:n_prompt]) == prompt
+    if (src is None) != (cfg.arch == "decoder") or not 1 <= n_prompt < len(kept) or not fits:
+        raise InputError(
+            "kept and dropped are not two hypotheses of one decoding: give two that start with "
+            "the same prompt (an encoder-decoder's start token, with its source ids) and fit in "
+            f"max_len ({cfg.max_len} tokens)"
+        )
+    parting(kept, dropped, n_prompt, "the hypothesis picked")
+    out = explain(m.params, cfg, src, prompt, kept, dropped, length_penalty, each_step=False)
+    return results.Choice(**worded(m, out, src, prompt, "picked"), beam=0)

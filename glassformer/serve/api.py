@@ -42,7 +42,7 @@ from glassformer.explain.html_pieces import (
 from glassformer.explain.overview import collapses, overview_svg
 from glassformer.explain.select import Group, HeadNumbers, attention_maps, group_steps, kv_groups
 from glassformer.explain.words import Naming, naming, title
-from glassformer.inspect import qk
+from glassformer.inspect import choice, qk
 from glassformer.serve import fidelity, fields, generation, neuron, runs
 from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
@@ -359,6 +359,21 @@ class Explorer:
         # max_len bounds a generation anyway: a larger count means the same (and stays small)
         how = Decoding(max_new_tokens=min(new, cfg.max_len), **options)
         return generation.generate(m, fields.text(body, "text"), how)
+
+    def choice(self, body: dict) -> dict:
+        """Why the beam's winner beat a hypothesis the page picked, at the step where they parted
+        (`inspect.choice.between`): the gap and its split by component and by token."""
+        m = self.registry.load(fields.get(body, "model"))
+        if isinstance(m, Fixed):
+            raise RequestError(400, "a walkthrough has fixed steps; choose a model to generate")
+        cfg = m.cfg
+        ids = [fields.id_list(body, k, cfg.vocab_size, cfg.max_len) for k in ("kept", "dropped")]
+        if None in ids:
+            raise RequestError(400, "the request needs the fields 'kept' and 'dropped' (token ids)")
+        src = fields.id_list(body, "src", cfg.vocab_size, cfg.max_len)
+        n_prompt = fields.integer(body, "n_prompt", 1, cfg.max_len)
+        lp = fields.real(body, "length_penalty", default=1.0)
+        return choice.between(m.runtime, src, n_prompt, *ids, length_penalty=lp).to_dict()
 
     def intervene(self, body: dict) -> dict:
         fields.heads(body)  # before the run

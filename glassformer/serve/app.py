@@ -61,7 +61,7 @@ MODULES = (  # the page's JavaScript: explorer.js and the ES modules it imports
     "explorer.js", "page.js", "run.js", "attention.js", "steps.js", "generate.js", "beam.js",
     "intervene.js", "compare.js", "overview.js", "tour.js", "training.js", "timelapse.js",
     "heatmap.js", "dom.js", "numbers.js", "rows.js", "readable.js", "neuron.js",
-    "timelapse-chart.js", "timelapse-data.js", "modelview.js", "minimap.js",
+    "timelapse-chart.js", "timelapse-data.js", "modelview.js", "minimap.js", "choice.js",
 )  # fmt: skip
 ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
     "report.css": "text/css; charset=utf-8",
@@ -79,7 +79,7 @@ REPORT_CSP = (
 )
 ACTIONS = (
     "load", "run", "step", "attention", "heads", "neuron", "cross", "tile", "generate", "intervene",
-    "fidelity", "overview", "model_view",
+    "fidelity", "overview", "model_view", "choice",
 )  # fmt: skip
 INET_ATON = re.compile(r"[0-9a-fA-FxX.]+")  # the old forms inet_aton reads: 127.1, 0x7f.1
 

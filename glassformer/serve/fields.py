@@ -38,6 +38,7 @@ FIELDS = {
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
     "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
     "generate": ("model", "text", *DECODING),
+    "choice": ("model", "src", "n_prompt", "kept", "dropped", "length_penalty"),
     "overview": ("model",), "views": ("model",),
 }  # fmt: skip
 HEAD_FIELDS = ("stack", "kind", "layer", "head")

@@ -1,5 +1,6 @@
 // Beam search step by step: the beam and the finished hypotheses as tables, the tree, why the
 // winner won, a node's distribution; and tracing a generation step's prefix.
+import { choicePanel } from "./choice.js";
 import { el, svgEl } from "./dom.js";
 import { distChart, renderGeneration } from "./generate.js";
 import { pct, plural, sig } from "./numbers.js";
@@ -252,6 +253,7 @@ function beamNodeView(g, c, r) {
   $("beam-node").replaceChildren(box);
   if (!d) {
     box.append(el("p", { class: "sub", text: "The distribution of this step was not recorded." }));
+    box.append(choicePanel(g, n));
     return;
   }
   const p = d.top.find((t) => t.id === n.id);
@@ -283,6 +285,7 @@ function beamNodeView(g, c, r) {
       onclick: () => traceStep(n.ids.slice(0, -1), "beam step " + c + ", hypothesis " + r),
     }),
   );
+  box.append(choicePanel(g, n));
 }
 function stepTo(k) {
   if (!state.gen) return;
