@@ -142,6 +142,10 @@ ARGS: dict[str, Arg] = {
     "decoder": Of("a str (the decoder's text)", kinds=(str,)),
     "threshold": Real("a share of |logit| in [0, 1]", None, 1.0),
     "neurons": Int("at least 0", 0),  # circuit: each FFN's units as nodes
+    "qk.text": Text(one=True),
+    "head": Text(one=True),  # qk: STACK.LAYER.KIND.headH
+    "query": Int("", None),  # qk: a position (checked against the head's queries)
+    "key": Int("at least 0", 0),  # qk: a key position
     "run.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "trace.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),
     "ablate.target": Of("a str or a list of token ids", kinds=(str, list, tuple)),

@@ -128,6 +128,89 @@ class Circuit(Result):
 
 
 @dataclass(repr=False)
+class QK(Result):
+    """`Model.qk`: why a head attends from one position to another (`inspect.qk.QKTable`): its
+    score Ω[i, j] split into q_i(a)·k_j(b) over the parts a, b that wrote the query's and the
+    key's residual streams. `parts` is the table's `to_dict()` (head, i, j, rows, cols, table,
+    score, total, weight, top: the largest entries with the weight A[i, j] would have without
+    each); `input` the readable tokens the queries read (an encoder-decoder's decoder text), its
+    `source` apart, and the two tokens of the pair."""
+
+    input: list[str]
+    source: list[str] | None
+    query_token: str
+    key_token: str
+    parts: dict
+
+    def to_dict(self) -> dict:
+        d = {"input": self.input, "source": self.source}
+        d |= {"query_token": self.query_token, "key_token": self.key_token}
+        return _without_none(d, "source") | self.parts
+
+    def _title(self) -> str:
+        p = self.parts
+        return f"{p['head']}: {self.query_token!r} (query {p['i']}) -> {self.key_token!r} (key {p['j']})"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        p = self.parts
+        top = p["top"][0] if p["top"] else None
+        lines = [
+            ("score", f"Ω = {p['score']:.6f}; the table adds up to {p['total']:.6f}"),
+            ("weight", f"A = {p['weight']:.4f}"),
+        ]
+        if top:
+            lines.append(
+                (
+                    "largest",
+                    f"{top['query']} · {top['key']} = {top['value']:+.4f} "
+                    f"(A would be {top['weight_without']:.4f} without it)",
+                )
+            )
+        return lines
+
+
+@dataclass(repr=False)
+class Faithfulness(Result):
+    """`Model.faithfulness`: how faithful each explanation of one logit is on this input
+    (`inspect.faithfulness`): the model's readable tokens (`input`; an encoder-decoder's decoder
+    text, its `source` apart), the `token` explained (a classifier's class) at `position`, minus
+    `versus`'s, the random order's `seed`, and one report per kind of unit, `tokens` and
+    `components` (None where no component method applies), each: units, stack, removal, names,
+    clean, empty, notes, curves (method, scores, order, deletion, insertion, deletion_area,
+    insertion_area, predicted)."""
+
+    input: list[str]
+    source: list[str] | None
+    token: str
+    versus: str | None
+    position: int
+    seed: int
+    tokens: dict
+    components: dict | None
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return _without_none(d, "source", "versus", "components")
+
+    def _title(self) -> str:
+        what = repr(self.token) + (f" minus {self.versus!r}" if self.versus else "")
+        return f"of {what} at position {self.position}"
+
+    def _lines(self) -> list[tuple[str, str]]:
+        out = []
+        for report in (self.tokens, self.components):
+            if report is None:
+                continue
+            for c in report["curves"]:
+                if c["deletion_area"] is None:
+                    continue
+                areas = f"deletion {c['deletion_area']:.3f}, insertion {c['insertion_area']:.3f}"
+                out.append((f"{report['units']}: {c['method'].replace('_', ' ')}", areas))
+        return out
+
+
+@dataclass(repr=False)
 class Choice(Result):
     """`Model.explain_choice`: why beam search kept `kept` (`inspect.choice`). `steps`: each of
     its steps, its token against the runner-up token, the log-probability gap (`gap`) split into
@@ -216,47 +299,6 @@ class Steered(Result):
             ("with", clip(self.steered, 70)),
             ("steps", f"{changed} of {len(self.steps)} top tokens changed"),
         ]
-
-
-@dataclass(repr=False)
-class Faithfulness(Result):
-    """`Model.faithfulness`: how faithful each explanation of one logit is on this input
-    (`inspect.faithfulness`): the model's readable tokens (`input`; an encoder-decoder's decoder
-    text, its `source` apart), the `token` explained (a classifier's class) at `position`, minus
-    `versus`'s, the random order's `seed`, and one report per kind of unit, `tokens` and
-    `components` (None where no component method applies), each: units, stack, removal, names,
-    clean, empty, notes, curves (method, scores, order, deletion, insertion, deletion_area,
-    insertion_area, predicted)."""
-
-    input: list[str]
-    source: list[str] | None
-    token: str
-    versus: str | None
-    position: int
-    seed: int
-    tokens: dict
-    components: dict | None
-    notes: list[str]
-
-    def to_dict(self) -> dict:
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        return _without_none(d, "source", "versus", "components")
-
-    def _title(self) -> str:
-        what = repr(self.token) + (f" minus {self.versus!r}" if self.versus else "")
-        return f"of {what} at position {self.position}"
-
-    def _lines(self) -> list[tuple[str, str]]:
-        out = []
-        for report in (self.tokens, self.components):
-            if report is None:
-                continue
-            for c in report["curves"]:
-                if c["deletion_area"] is None:
-                    continue
-                areas = f"deletion {c['deletion_area']:.3f}, insertion {c['insertion_area']:.3f}"
-                out.append((f"{report['units']}: {c['method'].replace('_', ' ')}", areas))
-        return out
 
 
 @dataclass(repr=False)

@@ -146,6 +146,8 @@ def test_model_circuit_explains_the_top_prediction_with_tokens_named():
     logits = np.asarray(run.trace["logits"])[2]
     la, el = m.tokenizer.encode("la")[0], m.tokenizer.encode("el")[0]
     assert d["logit"] == pytest.approx(logits[la] - logits[el], abs=1e-12)
+    by_id = m.circuit("Hello world.", position=2, target=f"#{la}", versus=f"#{el}").graph
+    assert by_id["logit"] == d["logit"]  # a token by its id: #437
 
 
 def test_a_classifier_explains_a_class_by_name(seeded_classifier, tmp_path):
@@ -199,6 +201,7 @@ def test_the_command_prints_the_graph_and_writes_json(capsys, tmp_path):
         (["--position", "99"], "--position 99: the model reads"),
         (["--target", "ab"], "--target 'ab' is 2 tokens"),
         (["--neurons", "-1"], "--neurons must be at least 0, got -1"),
+        (["--target", "#999"], "--target '#999': the vocabulary has 69 tokens, #0..#68"),
     ],
 )
 def test_bad_input_gets_one_line(capsys, args, says):

@@ -30,7 +30,7 @@ PUBLIC = {
     "encode", "decode", "tokens",
     # the verbs
     "generate", "stream", "record", "translate", "alignments", "embed", "classify", "evaluate",
-    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit",
+    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit", "qk",
     "attribute", "faithfulness", "explain_choice", "steer", "steered",
     "save", "export_hf",
 }  # fmt: skip

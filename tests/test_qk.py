@@ -131,3 +131,63 @@ def test_a_post_ln_model_is_refused_with_why():
     p = weights.init(cfg, seed=4, std=0.4)
     with pytest.raises(GlassformerError, match="needs a pre-LN model"):
         decompose(reference_trace(cfg, p), p, cfg, "decoder.1.self_attn.head0", 2, 1)
+
+
+# -- Model.qk: the same table from a Model's text -------------------------------------------------
+
+
+def test_model_qk_splits_the_score_of_the_head_s_strongest_key():
+    from glassformer import load
+
+    m = load(Path(__file__).resolve().parents[1] / "models" / "en-es")
+    run = m.run("Hello world.", quiet=True)
+    head = "decoder.1.cross_attn.head0"
+    A, scores = np.asarray(run.trace[f"{head}.A"]), np.asarray(run.trace[f"{head}.scores"])
+    r = m.qk("Hello world.", head, query=2)
+    d = r.to_dict()
+    assert (d["i"], d["j"]) == (2, int(A[2].argmax()))  # by default where it looks most
+    assert d["score"] == pytest.approx(scores[2, d["j"]], abs=1e-12)
+    assert sum(map(sum, d["table"])) == pytest.approx(d["score"], abs=1e-10)
+    assert d["weight"] == pytest.approx(A[2, d["j"]], abs=1e-12)
+    assert (r.query_token, r.key_token) == ("ola", "␣world")  # a cross-attention key: the source
+    assert d["source"] == ["␣H", "ello", "␣world", "."]
+    own = m.qk("Hello world.", "decoder.0.self_attn.head1", query=-1, key=0).to_dict()
+    assert own["j"] == 0 and own["key_token"] == "<s>" and "source" in own
+
+
+@pytest.mark.parametrize(
+    "head, options, says",
+    [
+        ("nope", {}, "head='nope' is not a head: name one as STACK.LAYER.KIND.headH"),
+        ("decoder.9.self_attn.head0", {}, "head='decoder.9.self_attn.head0' is not in this model"),
+        ("decoder.1.cross_attn.head0", dict(query=40), "query=40: decoder.1.cross_attn.head0 has"),
+        ("decoder.1.cross_attn.head0", dict(key=9), "key=9: decoder.1.cross_attn.head0 reads 4"),
+    ],
+)
+def test_model_qk_refuses_in_one_line(head, options, says):
+    from glassformer import load
+    from glassformer.errors import InputError
+
+    m = load(Path(__file__).resolve().parents[1] / "models" / "en-es")
+    with pytest.raises(InputError) as e:
+        m.qk("Hello world.", head, **options)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_command_prints_the_table_and_writes_json(capsys, tmp_path):
+    import json
+
+    from glassformer import load
+    from glassformer.cli import main
+
+    en_es = str(Path(__file__).resolve().parents[1] / "models" / "en-es")
+    head = "decoder.1.cross_attn.head0"
+    out = tmp_path / "qk.json"
+    assert main(["qk", en_es, "Hello world.", head, "--query", "2", "--json", str(out)]) == 0
+    assert json.loads(out.read_text()) == load(en_es).qk("Hello world.", head, query=2).to_dict()
+    assert main(["qk", en_es, "Hello world.", head, "--query", "2"]) == 0
+    text = capsys.readouterr().out
+    assert f"{head}: query 2 (ola) -> key 2 (␣world)" in text and "(error " in text
+    assert main(["qk", en_es, "Hello world.", head, "--key", "7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"--key 7: {head} reads 4 keys" in err[0], err

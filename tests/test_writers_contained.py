@@ -431,6 +431,7 @@ THROUGH_FILES = {
     "cli/steering.py:write_report": "common.write_json, common.write_text",
     "cli/choice.py:_write": "common.write_outputs",
     "cli/probe.py:cmd_circuit": "common.write_outputs",
+    "cli/probe.py:cmd_qk": "common.write_outputs",
     "cli/probe.py:cmd_attribute": "common.write_outputs",
     "cli/probe.py:cmd_lens": "common.write_outputs",
     "cli/faithfulness.py:_write": "files.write_file (--png), common.write_outputs",

@@ -73,6 +73,10 @@ FLAGS = {
     # faithfulness (cli/faithfulness.py)
     "faithfulness.steps": "--steps",
     "neurons": "--neurons",
+    # qk (cli/probe.py)
+    "head": "HEAD",
+    "query": "--query",
+    "key": "--key",
     # explain (cli/reports.py, cli/touch.py)
     "names": "--ablate",
     "clean": "--patch-from",

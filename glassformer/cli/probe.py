@@ -57,9 +57,11 @@ def add_parsers(sub) -> None:
     c.add_argument("checkpoint", help="a checkpoint or Hugging Face folder")
     c.add_argument("text", help="input text (the source, for an encoder-decoder)")
     c.add_argument(
-        "--target", metavar="TOKEN", help="the token (a class) explained: default the top one"
+        "--target",
+        metavar="TOKEN",
+        help="the token (a class) explained, or #ID: default the top one",
     )
-    c.add_argument("--versus", metavar="TOKEN", help="... minus this token's logit")
+    c.add_argument("--versus", metavar="TOKEN", help="... minus this token's logit (or #ID's)")
     c.add_argument(
         "--position", type=int, default=None, help="the position explained (default the last)"
     )
@@ -86,6 +88,32 @@ def add_parsers(sub) -> None:
     overwrite_arg(c)
     threads_arg(c)
     c.set_defaults(func=cmd_circuit, png=None)
+
+    q = sub.add_parser(
+        "qk",
+        help="why a head attends there: its score split by what wrote the query and the key",
+        description="Run TEXT through the reference engine and split one attention score "
+        "Ω[i, j] = q_i·k_j of HEAD into a table over the parts that wrote the query's and the "
+        "key's residual streams (token embeddings, positions, each earlier head and FFN, the "
+        "constants); the entries add up to Ω[i, j] exactly (pre-LN models).",
+    )
+    q.add_argument("checkpoint", help="a checkpoint or Hugging Face folder")
+    q.add_argument("text", help="input text (the source, for an encoder-decoder)")
+    q.add_argument("head", help="the head, as STACK.LAYER.KIND.headH: decoder.1.cross_attn.head0")
+    q.add_argument("--query", type=int, default=None, help="the query's position (the last)")
+    q.add_argument(
+        "--key", type=int, default=None, help="the key's position (where the head looks most)"
+    )
+    q.add_argument(
+        "--decoder", help="decoder text for an encoder-decoder (default: its greedy translation)"
+    )
+    q.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE ('-' stdout)")
+    q.add_argument(
+        "--html", metavar="FILE", help="write the table as a self-contained HTML page ('-' stdout)"
+    )
+    overwrite_arg(q)
+    threads_arg(q)
+    q.set_defaults(func=cmd_qk, png=None)
 
     at = sub.add_parser(
         "attribute",
@@ -219,7 +247,7 @@ def cmd_circuit(args) -> int:
         return H.probe_page(title, meta, [("circuit", "The attribution graph", body)])
 
     def text() -> str:
-        return _circuit_text(out.to_dict())
+        return circuit_text(out.to_dict())
 
     what = f"the graph of {out.graph['kept']['nodes']} nodes"
     html = page() if args.html else None
@@ -227,7 +255,7 @@ def cmd_circuit(args) -> int:
     return 0
 
 
-def _circuit_text(d: dict, top: int = 12) -> str:
+def circuit_text(d: dict, top: int = 12) -> str:
     g = d["graph"]
     what = repr(d["token"]) + (f" minus {d['versus']!r}" if d.get("versus") else "")
     kept = g["kept"]
@@ -309,4 +337,38 @@ def _attribution_text(out: dict) -> str:
         lines.append(f"-> {word:<10} {row}{extra}")
     if out.get("note"):
         lines.append(out["note"])
+    return "\n".join(lines)
+
+
+def cmd_qk(args) -> int:
+    check_report_outputs(args)
+    m = load_model(args.checkpoint)
+    out = m.qk(args.text, args.head, query=args.query, key=args.key, decoder=args.decoder)
+    d = out.to_dict()
+    what = f"the table of {d['head']}'s score from query {d['i']} to key {d['j']}"
+
+    def page() -> str:
+        from glassformer.explain import html_touch as H
+
+        meta = {"checkpoint": args.checkpoint, "input": args.text}
+        title = f"glassformer qk: “{args.text}”"
+        return H.probe_page(title, meta, [("qk", "Why this head attends there", H.qk_section(d))])
+
+    html = page() if args.html else None
+    write_outputs(args, lambda: qk_text(d), data=out, data_what=what, page=html, page_what=what)
+    return 0
+
+
+def qk_text(d: dict, top: int = 8) -> str:
+    """`glassformer qk`'s printout: the pair, its score and weight, the largest entries."""
+    lines = [
+        f"{d['head']}: query {d['i']} ({d['query_token']}) -> key {d['j']} ({d['key_token']}): "
+        f"Ω = {d['score']:.6f}, A = {d['weight']:.4f}",
+        f"  the table over the parts of the query's (rows) and the key's (columns) streams adds "
+        f"up to {d['total']:.6f} (error {abs(d['total'] - d['score']):.1e})",
+        "  the largest entries (query part · key part, and A without the entry):",
+    ]
+    for e in d["top"][:top]:
+        pair = f"{e['query']} · {e['key']}"
+        lines.append(f"    {pair:<48}{e['value']:>+10.4f}   A -> {e['weight_without']:.4f}")
     return "\n".join(lines)

@@ -5,7 +5,7 @@ forward pass of a model), printed as text or written as JSON, one HTML page or P
 from __future__ import annotations
 
 from glassformer import files
-from glassformer.cli import touch
+from glassformer.cli import touch, why
 from glassformer.cli.common import (
     SEED,
     check_report_outputs,
@@ -104,6 +104,7 @@ def add_parsers(sub) -> None:
     decoding_args(e)
     report_args(e)
     touch.add_arguments(e)
+    why.add_arguments(e)
     threads_arg(e)
     e.set_defaults(func=cmd_explain)
 
@@ -160,6 +161,7 @@ def cmd_explain(args) -> int:
     check_report_outputs(args)
     layers, heads = _indices(args.layers, "--layers"), _indices(args.heads, "--heads")
     m = load_model(args.checkpoint, engine="reference")
+    why.check(args, m.cfg)
     how = _check_explain_options(args, m.cfg)
     run = m.run(args.text, target=args.target, decoding=how)
     trace = run.trace
@@ -186,6 +188,8 @@ def cmd_explain(args) -> int:
     told["result"]["summary"] = said(told["result"]["summary"])  # in the command line's words
     if args.ablate or args.patch_from is not None:
         told["interventions"] = _touch(args, m, run)
+    if args.why:
+        told["why"] = why.why(args, m)
     kind = m.runtime.token_kind
     html = dict(
         title=f"glassformer explain: “{args.text}”",
@@ -196,7 +200,7 @@ def cmd_explain(args) -> int:
         token_kind=kind,
         tokens=told["tokens"],
         result=told["result"],
-        touched=told.get("interventions"),
+        touched=told.get("interventions", {}) | ({"why": told["why"]} if args.why else {}),
         cfg=m.cfg,
     )
     shown = _only(_select(trace, layers, heads), args.only)
@@ -209,6 +213,8 @@ def cmd_explain(args) -> int:
         parts = [render_tokens(told["tokens"], kind), steps, render_result(told["result"])]
         if "interventions" in told:
             parts.append(touch.render(told["interventions"]))
+        if "why" in told:
+            parts.append(why.render(told["why"]))
         return "\n\n".join(parts)
 
     def data() -> dict:  # made only for --json: every value as text (seconds at 135M)
@@ -220,7 +226,7 @@ def cmd_explain(args) -> int:
 
 # Options of `explain` that do nothing with --over-training (which shows recorded frames).
 NOT_OVER_TRAINING = ("target", "only", "find_nan", "max_new_tokens", "png", "layers", "heads",
-                     "ablate", "patch_from")  # fmt: skip
+                     "ablate", "patch_from", "why", "versus")  # fmt: skip
 
 
 def _over_training(args) -> int:
@@ -275,7 +281,7 @@ def _over_training(args) -> int:
 def _check_explain_flags(args) -> None:
     """Options that contradict each other or say nothing, refused before the model is read."""
     if args.find_nan:
-        shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from")
+        shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from", "why")
         given = [f for f in shown if getattr(args, f) not in (None, [])]
         if given:
             flag = given[0].replace("_", "-")

@@ -12,6 +12,7 @@ disk and loads nothing from anywhere. Its sections, each present when the trace 
     generation  each decoding step's most likely next tokens
     ablation    the run beside the same run with steps zeroed (`explain --ablate`)
     patching    each head patched in from another run, as a layers x heads heatmap (--patch-from)
+    why         a translator's choice, the attribution graph drawn, a head's score (--why)
     steps       every step in order: name, equation, shape with its sizes, values
     result      what the model made of the input: the output text, a class, an embedding
 
@@ -66,7 +67,7 @@ from glassformer.explain.html_pieces import (
     token_chips,
     tokens_table,
 )
-from glassformer.explain.html_touch import ablation_section, patching_section
+from glassformer.explain.html_touch import ablation_section, patching_section, why_section
 from glassformer.explain.overview import report_overview
 from glassformer.explain.select import (
     Group,
@@ -83,7 +84,7 @@ from glassformer.trace import Step, Trace
 MAX_BYTES = 20_000_000  # the bound on a report's size
 SMALL = 12  # matrices up to SMALL x SMALL are tables, larger ones heatmaps
 ARTICLE_HEADS = "the article's heads"  # the picker's name for the heads outside any site
-DRAW_TOUCHED = {"ablation": ablation_section, "patching": patching_section}
+DRAW_TOUCHED = {"ablation": ablation_section, "patching": patching_section, "why": why_section}
 
 # Steps shown with the weights that made them: Z with W_O, LayerNorm's output with γ and β.
 _WEIGHTED = re.compile(r"(encoder|decoder)\.(?:(\d+)\.)?(self_attn\.Z|cross_attn\.Z|norm\d*\.out)$")
@@ -237,6 +238,7 @@ class _Page:
             ("generation", "Generation, step by step", self.generation(steps, generation, tokens)),
             ("ablation", "Switched off: the ablated run", touch.get("ablation", "")),
             ("patching", "Activation patching, head by head", touch.get("patching", "")),
+            ("why", "Why did it predict that", touch.get("why", "")),
             ("steps", "Every step, following the data", self.every_step(steps)),
             ("result", "The result", result_html(result) if result else ""),
         ]

@@ -191,6 +191,51 @@ def circuit_section(d: dict, top: int = 30) -> str:
     )
 
 
+def qk_section(d: dict, top: int = 8) -> str:
+    """Why a head attends there: the score's table over the query's parts (rows) and the key's
+    (columns), tinted by sign and size, and its largest entries with the weight without each."""
+    pair = (
+        f"<b>{esc(d['head'])}</b> from query {d['i']} (<span class='tok'>"
+        f"{esc(d['query_token'])}</span>) to key {d['j']} (<span class='tok'>"
+        f"{esc(d['key_token'])}</span>)"
+    )
+    intro = (
+        f"<p>Why {pair} attends there, weight A = {d['weight']:.4f}: its score Ω = "
+        f"{d['score']:.6f} is q·k, and q and k are sums of what wrote the two residual streams, "
+        "so Ω is a table of their products, q(row)·k(column), which adds up to "
+        f"{d['total']:.6f} (error {abs(d['total'] - d['score']):.1e}).</p>"
+    )
+    rows = "".join(
+        f"<tr><td>{esc(e['query'])}</td><td>{esc(e['key'])}</td><td>{e['value']:+.4f}</td>"
+        f"<td>{e['weight_without']:.4f}</td></tr>"
+        for e in d["top"][:top]
+    )
+    entries = (
+        "<h3>The largest entries</h3><table class='next'><tr><th>query part</th><th>key part"
+        f"</th><th>q·k</th><th>A without it</th></tr>{rows}</table>"
+    )
+    whole = ""
+    if "table" in d:
+        grid = table(np.asarray(d["table"]), d["rows"], d["cols"], signed=True)
+        whole = f"<h3>The whole table</h3><div class='graph-box'>{grid}</div>"
+    return intro + entries + whole
+
+
+def why_section(d: dict) -> str:
+    """`explain --why`: a translator's choice over the runner-up (or --versus), the attribution
+    graph of that step's logit difference (a decoder's or classifier's top prediction), and why
+    its strongest head attends where it does."""
+    from glassformer.explain.html_choice import choice_section
+
+    parts = []
+    if "choice" in d:
+        parts.append(f"<h3>Why this translation won</h3>{choice_section(d['choice'])}")
+    parts.append(f"<h3>The attribution graph</h3>{circuit_section(d['circuit'])}")
+    if "qk" in d:
+        parts.append(f"<h3>Why its strongest head attends there</h3>{qk_section(d['qk'])}")
+    return "".join(parts)
+
+
 def attribution_section(result: dict) -> str:
     """One row per predicted token: the input tokens tinted by their share of its logit (blue
     for, red against, each row on its own scale), the exact value in each title."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
+
 from glassformer import numerics, results
 from glassformer import reference as R
 from glassformer.errors import InputError, Said, param
@@ -58,10 +60,17 @@ def _position(position: int | None, n: int, reader: str) -> int:
 
 
 def token_id(m, text: str, name: str) -> int:
-    """The one token `text` is (the parameter `name`: dla, versus)."""
+    """The one token `text` is (the parameter `name`: dla, versus), or #ID: the token of that id."""
     if not isinstance(text, str) or not utf8(text, param(name)):
         raise InputError(f"{param(name)} is empty: give one token")
     ids = m.need_tokenizer().encode(text)
+    if len(ids) != 1 and text[0] == "#" and text[1:].isdigit():  # a token by its id: #445
+        if int(text[1:]) >= m.cfg.vocab_size:
+            raise InputError(
+                f"{param(name, text=repr(text))}: the vocabulary has {m.cfg.vocab_size} tokens, "
+                f"#0..#{m.cfg.vocab_size - 1}"
+            )
+        return int(text[1:])
     if len(ids) != 1:
         pieces = m.readable(ids)
         raise InputError(
@@ -129,17 +138,8 @@ def circuit(
         )
     if not 0 <= threshold <= 1:
         raise InputError(f"{param('threshold', threshold)}: a share of the logit in 0..1")
-    if m.cfg.arch == "encoder":
-        src, ids = None, m.encode(text)
-    else:
-        src, ids = decoder_input(m, text, decoder)
+    src, ids, trace, logits = _traced(m, text, decoder)
     position = _position(position, len(ids), "the model")
-    with tracing() as trace:
-        if m.cfg.arch == "encoder":
-            logits = R.classify(m.params, m.cfg, ids)[None]  # (1, n_classes)
-        else:
-            logits = R.forward(m.params, m.cfg, ids, src_ids=src)
-    numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
     row = logits[position if m.cfg.arch != "encoder" else 0]
     token = int(row.argmax()) if target is None else _choice(m, target, "target")
     other = None if versus is None else _choice(m, versus, "versus")
@@ -156,6 +156,60 @@ def circuit(
     kept["tokens"] = {s: read[s] for s in dict.fromkeys(g.stacks)}  # every position's, by stack
     other_name = None if other is None else name(other)
     return results.Circuit(m.readable(ids), name(token), other_name, threshold, kept)
+
+
+def _traced(m, text: str, decoder: str | None):
+    """(source ids or None, ids, trace, logits) of one traced pass of the reference engine on a
+    probe's input: an encoder's text, a decoder's, an encoder-decoder's source and decoder text
+    (default its greedy translation). A classifier's logits are (1, n_classes)."""
+    if m.cfg.arch == "encoder":
+        src, ids = None, m.encode(text)
+    else:
+        src, ids = decoder_input(m, text, decoder)
+    with tracing() as trace:
+        if m.cfg.arch == "encoder":
+            logits = R.classify(m.params, m.cfg, ids)[None]  # (1, n_classes)
+        else:
+            logits = R.forward(m.params, m.cfg, ids, src_ids=src)
+    numerics.check(logits[None], lambda _: ("the logits", ids, src), m.params, m.cfg)
+    return src, ids, trace, logits
+
+
+def qk(m, text: str, head: str, *, query=None, key=None, decoder=None) -> results.QK:
+    """See `Model.qk`: why `head` attends from `query` to `key`, Ω[i, j] split by the parts of
+    the residual streams (`inspect/qk.py`)."""
+    from glassformer.inspect import qk as Q
+
+    if decoder is not None and m.cfg.arch != "encoder-decoder":
+        raise InputError(
+            f"{param('decoder')} is the decoder text of an encoder-decoder; for a decoder, put "
+            f"it in {param('text')}"
+        )
+    if not Q.HEAD.match(head):
+        raise InputError(
+            f"{param('head', text=repr(head))} is not a head: name one as STACK.LAYER.KIND.headH, "
+            "e.g. decoder.0.self_attn.head1"
+        )
+    src, ids, trace, _ = _traced(m, text, decoder)
+    if f"{head}.A" not in trace:
+        heads = [n[:-2] for n in trace if n.endswith(".A") and Q.HEAD.match(n[:-2])]
+        raise InputError(
+            f"{param('head', text=repr(head))} is not in this model: its heads are "
+            f"{heads[0]} .. {heads[-1]}"
+        )
+    A = np.asarray(trace[f"{head}.A"], dtype=np.float64)  # (T, S)
+    (T, S), i = A.shape, -1 if query is None else query
+    if not -T <= i < T:
+        raise InputError(f"{param('query', i)}: {head} has {T} queries, 0..{T - 1} (or -{T}..-1)")
+    i %= T
+    j = int(A[i].argmax()) if key is None else key  # default: where it looks most
+    if not 0 <= j < S:
+        raise InputError(f"{param('key', j)}: {head} reads {S} keys, 0..{S - 1}")
+    table = Q.decompose(trace, m.params, m.cfg, head, i, j)
+    queries = m.readable(ids)
+    keys = m.readable(src) if ".cross_attn." in head else queries
+    source = None if src is None else m.readable(src)
+    return results.QK(queries, source, queries[i], keys[j], table.to_dict(k=10))
 
 
 def _choice(m, text: str, name: str) -> int:
