@@ -25,7 +25,9 @@ returns a value of the same shape and kind. The PyTorch engine leaves its SDPA f
 an intervention is active, as it does while tracing. A recorded trace shows the replaced values.
 Several keys matching one name apply in the order given; nested blocks compose, the outer first.
 Ready-made interventions (ablations, patching) live in `glassformer.inspect.interventions`; this
-module only applies them.
+module only applies them. An intervention that reads positions (steering from a generation step
+on) asks `first_position()` and `prompt_length()` where the rows it sees sit: the PyTorch engine's
+KV cache computes only the new rows and says where they start (`positions`).
 
 This module only records and replaces. A step that does not bring its own equation gets its name's
 entry in `glossary` (data only). Rendering, the Jupyter HTML view included, lives in `explain`,
