@@ -70,6 +70,8 @@ def check_adds_up(s: dict) -> None:
     scale = max(1.0, abs(s["gap"]))
     assert abs(sum(p["value"] for p in s["parts"]) - s["gap"]) <= TOL * scale
     assert abs(sum(t["value"] for t in s["tokens"]) + s["constants"] - s["gap"]) <= TOL * scale
+    later = [t for t in s["tokens"] if t["stack"] == "decoder" and t["position"] > s["position"]]
+    assert not later  # the causal mask keeps later positions out
     heads = [p for p in s["parts"] if p["kind"] == "head"]
     assert heads and all("reads" in p for p in heads)
     for p in heads:
@@ -229,6 +231,11 @@ def test_translate_explain_choice_prints_json_and_html(capsys, tmp_path, runner_
     assert main([*args, "--json", str(out), "--html", str(page)]) == 0
     assert json.loads(out.read_text()) == runner_up.to_dict()
     assert "Kept <b>“Hola el mundo.”</b> over" in page.read_text()
+    assert "wrote the explanation of 6 steps to" in capsys.readouterr().out
+    gen = ["generate", str(CHAR_LM), "RO", "--explain-choice", "--strategy", "beam"]
+    assert main([*gen, "--beam-width", "2", "--max-new-tokens", "3", "--json", "-"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["beam"] == 2 and len(d["steps"]) == 3 and d["error"] < TOL
 
 
 @pytest.mark.parametrize(

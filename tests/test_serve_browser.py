@@ -574,7 +574,7 @@ def test_the_neuron_view_says_why_the_score(browser, server):  # noqa: F811
     assert rows[1][:2] == [a, b] and len(rows) == 9  # the 8 largest entries
 
 
-def test_the_beam_view_says_why_the_winner_beat_a_picked_hypothesis(browser, server):  # noqa: F811
+def test_the_beam_view_says_why_the_winner_beat_a_picked_hypothesis(browser, server, tmp_path):  # noqa: F811
     """Issue 40, point 3: a node of the beam tree off the winner's path gets a panel, "kept X over
     Y: +gap at step k, of which ...", its gap the two hypotheses' own log-probabilities there
     (the PyTorch engine in float64, each on its own) and its parts adding up to it."""
@@ -620,3 +620,4 @@ def test_the_beam_view_says_why_the_winner_beat_a_picked_hypothesis(browser, ser
     assert gap == pytest.approx(want, abs=1e-10)
     assert sentence.startswith(f"kept “{tok.decode(kept[1:]).strip()}” over “")
     assert f"at step {k - 1} (" in sentence and ", of which decoder." in sentence
+    shot(driver, tmp_path, "explorer-choice.png", "beam-node")

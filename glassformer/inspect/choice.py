@@ -72,7 +72,7 @@ def split(trace: Trace, params: dict, cfg: Config, token: int, versus: int, posi
     see the module docstring. `error`: the largest of the graph's completeness error and the two
     splits' gaps from the model's logit difference."""
     g = C.graph(trace, params, cfg, token, versus, position)
-    n = len(g.names)
+    n, position = len(g.names), position % len(trace["logits"])
     direct = g.edges[n + 1, :n]
     back = _final_back(trace, params, cfg, token, versus, position)
     parts: dict[str, dict] = {}
@@ -82,12 +82,14 @@ def split(trace: Trace, params: dict, cfg: Config, token: int, versus: int, posi
             continue
         part = parts.setdefault(group, {"name": group, "kind": g.kinds[i], "value": 0.0})
         part["value"] += float(direct[i])
-        if g.kinds[i] == "head" and g.positions[i] == position % len(trace["logits"]):
+        if g.kinds[i] == "head" and g.positions[i] == position:
             part["reads"] = _reads(trace, params, cfg, group, g.positions[i], back)
     parts["constants"] = {"name": "constants", "kind": "bias", "value": float(g.edges[n + 1, n])}
     tokens: dict[tuple[str, int], float] = {}
     constants = float(g.values[n])
     for i, kind in enumerate(g.kinds):
+        if g.stacks[i] == "decoder" and g.positions[i] > position:
+            continue  # a later position: the causal mask keeps it out (its effects are 0)
         if kind == "source":
             key = (g.stacks[i], g.positions[i])
             tokens[key] = tokens.get(key, 0.0) + float(g.values[i])
@@ -133,7 +135,7 @@ def _reads(trace, params, cfg, group: str, p: int, back: np.ndarray) -> dict:
     G = cfg.n_heads // cfg.kv_heads  # a shared V is recorded once, under kv_head{h // G}
     kv = f"{group}.V" if G == 1 else f"{stack}.{layer}.{kind}.kv_head{h // G}.V"
     V = np.asarray(trace[kv], dtype=np.float64)  # (S, D)
-    shares = A * (V @ (Wo.T @ back))  # (S,)
+    shares = (A * (V @ (Wo.T @ back)))[: p + 1 if kind == "self_attn" else None]  # (S,)
     return {"stack": "encoder" if kind == "cross_attn" else stack, "values": shares.tolist()}
 
 
