@@ -621,3 +621,44 @@ def test_the_beam_view_says_why_the_winner_beat_a_picked_hypothesis(browser, ser
     assert sentence.startswith(f"kept “{tok.decode(kept[1:]).strip()}” over “")
     assert f"at step {k - 1} (" in sentence and ", of which decoder." in sentence
     shot(driver, tmp_path, "explorer-choice.png", "beam-node")
+
+
+def test_the_generate_tab_steers_and_shows_each_step_before_and_after(browser, server, tmp_path):  # noqa: F811
+    """Issue 40, point 4: a contrast pair, a block and a scale on the Generate tab steer the
+    generation (the shipped translator's dog becomes a cat), and each new token's row shows its
+    probability before and after steering, the numbers of the reference engine's steered run."""
+    import glassformer
+
+    driver = need(browser)
+    driver.get("about:blank")
+    driver.get(server + "#model=en-es&text=The dog eats.")
+    until(driver, "return document.getElementById('app').dataset.ready")
+    driver.execute_script("document.querySelector('.tabs [data-tab=generate]').click()")
+    driver.execute_script(
+        "document.getElementById('steer-pair').value = 'gato|perro';"
+        "document.getElementById('steer-layer').value = '1';"
+        "document.getElementById('steer-scale').value = '2';"
+    )
+    choose(driver, "strategy", "greedy")
+    rows = until(
+        driver,
+        "const t = document.querySelectorAll('#steer-view .steer-steps tr');"
+        "return t.length > 1 && [...document.querySelectorAll('#steer-view .steer-text')]"
+        ".map(p => p.textContent).concat([...t].slice(1).map(r =>"
+        " [r.cells[1].textContent, r.querySelector('.chosen') ? 1 : 0]))",
+    )
+    assert rows[:2] == ['without: "El perro come."', 'with: "El gato come."']
+    m = glassformer.load(EN_ES, engine="reference")
+    want = m.steered("The dog eats.", m.steer("gato|perro", layer=1, scale=2.0))
+    assert [r[0] for r in rows[2:]] == [s["token"] for s in want.steps]
+    exact = driver.execute_script(
+        "return [...document.querySelectorAll('#steer-view .steer-steps tr')].slice(1)"
+        ".map(r => [r.cells[3].querySelector('.chosen'), r.cells[4].querySelector('.chosen')]"
+        ".map(c => c ? +c.title.split('p = ')[1] : null))"
+    )
+    for (before, after), s in zip(exact, want.steps, strict=True):
+        assert after == pytest.approx(s["p_after"], abs=1e-9)  # the chosen: among the top after
+        if before is not None:
+            assert before == pytest.approx(s["p_before"], abs=1e-9)
+    assert exact[1][0] is None  # 'gato' is not among the top tokens before steering
+    shot(driver, tmp_path, "explorer-steering.png", "steer-view")

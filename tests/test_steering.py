@@ -284,3 +284,38 @@ def test_bad_steering_flags_are_one_line_exit_2(
     code, out, err = run(capsys, command, folder, "the mat", *args)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and says in err, err
+
+
+# -- the explorer's generate request ------------------------------------------------------------
+
+
+def test_the_explorer_steers_a_generation_and_refuses_bad_fields(folders):
+    pytest.importorskip("starlette")
+    pytest.importorskip("uvicorn")
+    from test_serve import Client
+
+    from glassformer.serve import Explorer, Registry, serving
+
+    folder = folders / "dec"
+    body = {"model": "dec", "text": "the mat", "strategy": "greedy", "max_new_tokens": 5}
+    steer = {"steer": "the cat|the dog", "steer_layer": 1, "steer_scale": 3.0}
+    m = glassformer.load(folder)
+    want = m.steered(
+        "the mat",
+        m.steer("the cat|the dog", layer=1, scale=3.0),
+        decoding=Decoding(max_new_tokens=5),
+    ).to_dict()
+    with serving(Explorer(Registry([str(folder)]))) as url:
+        client = Client(url)
+        got = client.post("generate", body | steer)
+        assert got["steering"]["steered"] == want["steered"] and "steering" not in client.post(
+            "generate", body
+        )
+        assert got["text"] == want["steered"].removeprefix("the mat")
+        for bad, says in (
+            ({"steer_layer": 7}, "steer the stream entering block 0 .. 1"),
+            ({"steer": "the cat"}, "one '|'"),
+            ({"steer": 3}, "'steer' must be a str"),
+        ):
+            error = client.post("generate", body | steer | bad, expect=400)
+            assert says in json.dumps(error, ensure_ascii=False), error

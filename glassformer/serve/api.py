@@ -19,6 +19,7 @@ engines (`runs.py`, `generation.py`).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -87,6 +88,7 @@ class Explorer:
             fields.text(body, "text")
         if action == "generate":
             fields.decoding(body, vocab=None)
+            fields.steering(body)
         elif action == "intervene":
             fields.heads(body)
 
@@ -358,7 +360,15 @@ class Explorer:
         new = options.pop("max_new_tokens") or default_new
         # max_len bounds a generation anyway: a larger count means the same (and stays small)
         how = Decoding(max_new_tokens=min(new, cfg.max_len), **options)
-        return generation.generate(m, fields.text(body, "text"), how)
+        text, steer = fields.text(body, "text"), fields.steering(body)
+        if steer is None:
+            return generation.generate(m, text, how)
+        steering = m.steer(steer["pair"], layer=steer["layer"], scale=steer["scale"])
+        with steering:  # the generation shown is the steered one
+            out = generation.generate(m, text, how)
+        seeded = dataclasses.replace(how, seed=out.get("seed", how.seed))  # the same draws
+        out["steering"] = m.steered(text, steering, decoding=seeded).to_dict()
+        return out
 
     def choice(self, body: dict) -> dict:
         """Why the beam's winner beat a hypothesis the page picked, at the step where they parted

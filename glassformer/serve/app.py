@@ -62,6 +62,7 @@ MODULES = (  # the page's JavaScript: explorer.js and the ES modules it imports
     "intervene.js", "compare.js", "overview.js", "tour.js", "training.js", "timelapse.js",
     "heatmap.js", "dom.js", "numbers.js", "rows.js", "readable.js", "neuron.js",
     "timelapse-chart.js", "timelapse-data.js", "modelview.js", "minimap.js", "choice.js",
+    "steer.js",
 )  # fmt: skip
 ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
     "report.css": "text/css; charset=utf-8",

@@ -30,6 +30,7 @@ class RequestError(Exception):
 INPUT = ("model", "text", "ids", "target")  # what picks the run
 DECODING = ("strategy", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "beam_width",
             "length_penalty")  # fmt: skip
+STEERING = ("steer", "steer_layer", "steer_scale")  # generate's steering (`steering`)
 FIELDS = {
     "load": ("model",),
     "run": INPUT, "cross": INPUT, "fidelity": INPUT, "report": INPUT, "trace": INPUT,
@@ -37,7 +38,7 @@ FIELDS = {
     "step": (*INPUT, "name"), "attention": (*INPUT, "name"), "heads": (*INPUT, "site", "layer"),
     "neuron": (*INPUT, "name", "i", "j"), "tile": (*INPUT, "name", "r0", "r1", "c0", "c1"),
     "intervene": (*INPUT, "heads", "how", "patch_text", "position"),
-    "generate": ("model", "text", *DECODING),
+    "generate": ("model", "text", *DECODING, *STEERING),
     "choice": ("model", "src", "n_prompt", "kept", "dropped", "length_penalty"),
     "overview": ("model",), "views": ("model",),
 }  # fmt: skip
@@ -198,3 +199,17 @@ def heads(body: dict) -> tuple[str, list[dict]]:
     elif body.get("patch_text") is not None:
         raise RequestError(400, f"'patch_text' is for how 'patch' (how is {how!r}): drop it")
     return how, checked
+
+
+def steering(body: dict) -> dict | None:
+    """generate's steering: the contrast pair "TEXT_A|TEXT_B" (`steer`), the block whose
+    entering stream moves (`steer_layer`) and the scale (`steer_scale`); None without a pair
+    (the model checks the pair and the layer: `Model.steer`)."""
+    pair = get(body, "steer", None, nullable=True)
+    if pair is None or (isinstance(pair, str) and not pair.strip()):
+        return None
+    if not isinstance(pair, str):
+        raise RequestError(400, f"'steer' must be a str 'TEXT_A|TEXT_B', got {shown(pair)}")
+    layer = integer(body, "steer_layer", 0, None, 0, says="at least 0")
+    scale = real(body, "steer_scale", None, None, 1.0, says="a finite number")
+    return {"pair": pair, "layer": layer, "scale": scale}

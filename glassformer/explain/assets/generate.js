@@ -6,6 +6,7 @@ import { renderBeam } from "./beam.js";
 import { el, svgEl } from "./dom.js";
 import { pct, plural, sig } from "./numbers.js";
 import { $, applies, chip, exact, numEl, post, state, svgExportButtons } from "./page.js";
+import { renderSteering, steerRequest } from "./steer.js";
 
 const REGENERATE = 250;
 // -- generation ------------------------------------------------------------------------------
@@ -20,8 +21,8 @@ for (const [id, show] of Object.entries(sliders)) {
     scheduleGenerate();
   });
 }
-["strategy", "seed", "beam-width", "max-new"].forEach((id) =>
-  $(id).addEventListener("change", scheduleGenerate),
+["strategy", "seed", "beam-width", "max-new", "steer-pair", "steer-layer", "steer-scale"].forEach(
+  (id) => $(id).addEventListener("change", scheduleGenerate),
 );
 $("strategy").addEventListener("change", generateControls);
 $("generate").addEventListener("click", regenerate);
@@ -88,7 +89,7 @@ function genRequest() {
   if ($("top-p").value !== "1") b.top_p = Number($("top-p").value);
   if ($("seed").value !== "") b.seed = Number($("seed").value);
   b.beam_width = Number($("beam-width").value) || 4;
-  return b;
+  return Object.assign(b, steerRequest());
 }
 export function clearGeneration(message) {
   state.gen = null;
@@ -97,6 +98,7 @@ export function clearGeneration(message) {
   $("gen-out").classList.remove("pending");
   $("gen-out").replaceChildren(...(message ? [el("p", { class: "problem", text: message })] : []));
   $("gen-step-view").replaceChildren();
+  $("steer-view").replaceChildren();
   $("beam").replaceChildren();
   $("beam-node").replaceChildren();
   $("stepper").hidden = true;
@@ -166,6 +168,7 @@ export function renderGeneration() {
     text.append(el("span", { class: cls, text: t }));
   });
   out.append(text);
+  renderSteering(g);
   const settings =
     g.strategy === "sample"
       ? "sampled · seed " +
