@@ -18,15 +18,18 @@ runner-up token at that step (the likeliest other one; a beam may keep a token t
 likeliest, and then the gap is negative), and, against a dropped hypothesis, the step where their
 tokens first differ, with the gap there, its split, and the final scores with the length penalty
 (`decoding.Hypothesis.score`). With a beam search's steps it also follows both hypotheses through
-the beam's reorderings: each one's rank in the beam after every step (None once it fell out).
+the beam's reorderings: each one's rank in the beam after every step (None once it fell out,
+"finished" once it ended).
 
     explain(params, cfg, src, prompt, kept, dropped=None, length_penalty=1.0, beam=None) -> dict
     parting(kept, dropped, n_prompt) -> the step where two hypotheses' tokens first differ
+    choice_for(runtime, text, versus=..., beam=...) -> results.Choice   `Model.explain_choice`
+    between(runtime, src, n_prompt, kept, dropped) -> results.Choice     the explorer's beam view
 
 Pre-LN models only (`circuit.graph` refuses post-LN, where a norm after every sublayer keeps the
-parts from adding up). NumPy float64, the reference engine's trace; token ids in and numbers out:
-the tokenizer, the beam search itself and the words are the Model's (`choice_for`, below, reached
-through a `Runtime`). Deliberately not here: printing, HTML, the command line.
+parts from adding up). NumPy float64, the reference engine's trace and beam search (`decoding`);
+`explain` takes token ids and gives numbers, `choice_for` and `between` add the Model's words
+(through its `Runtime`, never model.py). Deliberately not here: printing, HTML, the command line.
 """
 
 from __future__ import annotations
@@ -34,7 +37,9 @@ from __future__ import annotations
 import numpy as np
 
 from glassformer import reference as R
+from glassformer import results
 from glassformer.config import Config
+from glassformer.decoding import Hypothesis, beam_search
 from glassformer.errors import GlassformerError, InputError, Said, param
 from glassformer.inspect import circuit as C
 from glassformer.inspect.lens import n_layers
@@ -152,8 +157,6 @@ def log_probs(params: dict, cfg: Config, src: list[int] | None, ids: list[int], 
 
 
 def _score(logprob: float, n: int, length_penalty: float) -> float:
-    from glassformer.decoding import Hypothesis
-
     return Hypothesis([], logprob, n).score(length_penalty)
 
 
@@ -237,9 +240,6 @@ def choice_for(m, text: str, *, versus=None, beam=4, length_penalty=1.0, max_new
     """See `Model.explain_choice`: `m` is the Model's `Runtime`. Beam search on the reference
     engine (float64), its best hypothesis kept; the dropped one is `versus` decoded by force, or
     the n-best list's runner-up."""
-    from glassformer import results
-    from glassformer.decoding import beam_search
-
     cfg = m.cfg
     if cfg.arch == "encoder":
         raise InputError(
@@ -329,8 +329,6 @@ def between(m, src, n_prompt: int, kept: list[int], dropped: list[int], length_p
     them: the explorer's beam view) at the step where they parted: `m` is the Model's `Runtime`,
     `src` an encoder-decoder's source ids (None for a decoder), the first `n_prompt` ids the
     prompt (an encoder-decoder's start token)."""
-    from glassformer import results
-
     cfg = m.cfg
     pre_ln(cfg)
     if cfg.arch == "encoder":
