@@ -355,7 +355,8 @@ def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_
     """`generate --record` (`Model.record`): per text, (its output, its record): the steps
     named (`recording.select_steps`) and the top_k next tokens at every new token, read on the
     PyTorch engine's KV cache (`recording.Recorder`). Greedy is batched
-    (`inference.greedy_prompts` / `translating.greedy_batch`); sampling and beam search go one
+    (`inference.greedy_prompts` / `translating.greedy_batch`; one text at a time inside an
+    intervention, as `many`); sampling and beam search go one
     text at a time, each model call filed by the ids it continued, so the record follows the
     chosen sequence. The outputs are those of `many`. A blank text gives ("", None)."""
     from glassformer.recording import Recorder, select_steps
@@ -379,7 +380,7 @@ def recorded(m, texts: list[str], decoding, batch_size: int, places, steps, top_
     recorder = Recorder(model, steps=steps, top_k=top_k)
     try:
         with recorder:
-            if decoding.strategy == "greedy":
+            if decoding.strategy == "greedy" and not intervening():  # as `many`
                 news = _greedy_recorded(m, model, inputs, decoding, batch_size, recorder)
             else:
                 news = {i: _one_recorded(m, ids, decoding, recorder) for i, ids in inputs.items()}

@@ -113,6 +113,24 @@ def test_before_from_step_the_logits_are_the_unsteered_ones_exactly(folders, kin
             assert s["steered"] == (s["step"] >= 2)
 
 
+def test_every_path_that_decodes_under_from_step_knows_the_prompt(folders):
+    """generate of many texts and record decode one text at a time inside a steering (their
+    batched greedy paths do not say where each prompt ends); a batched path that does not say is
+    refused in one line, not steered from a guessed position."""
+    from glassformer import inference
+
+    ref, fast = both(folders / "dec")
+    steer = ref.steer("the cat|the dog", layer=1, scale=3.0, from_step=2)
+    with steer:
+        want = [ref.generate(t, max_new_tokens=5) for t in ("the mat", "a dog sat on")]
+        assert fast.generate(["the mat", "a dog sat on"], max_new_tokens=5) == want
+        assert fast.record("the mat", max_new_tokens=5)[0] == want[0]
+        model = fast.runtime.torch("float64")
+        with pytest.raises(GlassformerError, match="from_step needs to know") as e:
+            inference.greedy_prompts(model, [ref.encode("the mat")], 3)
+    assert "\n" not in str(e.value)
+
+
 def test_scale_zero_is_the_unsteered_run_exactly(folders):
     ref, fast = both(folders / "dec")
     run = ref.runtime.reference_run()

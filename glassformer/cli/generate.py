@@ -184,8 +184,6 @@ def cmd_generate(args) -> int:
     engine_dtype(args, "float64")  # checked before the model is read
     _check_record(args)
     check_steering(args, {"CHECKPOINT": args.checkpoint, "--input": args.input})
-    if args.record is not None and args.steer_report is not None:
-        raise GlassformerError("--steer-report and --record: give one of them")
     m = load_model(args.checkpoint, args.engine, args.dtype, args.device)
     steer = steering(args, m)
     with steer or contextlib.nullcontext():

@@ -24,7 +24,8 @@ computes every row at each step, the PyTorch engine's KV cache only the new ones
 where they sit (`trace.positions`: the cache's length; the step functions say where the prompt
 ends). A decoder whose text outgrows max_len slides, and positions then count in the window. An
 encoder-decoder's prompt is its BOS (prompt 1); a forward pass outside a decoding counts its whole
-input as the prompt.
+input as the prompt; a decoder's cached rows whose decoding did not say where its prompt ends (a
+batched path) are refused rather than steered from a guess.
 
 `compare` is the per-step report: the same text decoded without and with the steering, and along
 the steered output, at each new token, the top tokens of the next-token distribution before
@@ -43,7 +44,7 @@ import numpy as np
 
 from glassformer import reference as R
 from glassformer.decoding import Decoding, softmax
-from glassformer.errors import InputError, param
+from glassformer.errors import GlassformerError, InputError, param
 from glassformer.inspect.interventions import resid_pre
 from glassformer.trace import first_position, intervene, prompt_length, tracing
 
@@ -146,6 +147,11 @@ def _steered_rows(x, from_step: int, enc_dec: bool):
     from_step, p counted from where the engine says the rows start (`trace.positions`)."""
     start, rows = first_position(), x.shape[-2]
     prompt = prompt_length()
+    if prompt is None and not enc_dec and start:  # cached rows, and no decoding said where
+        raise GlassformerError(  # its prompt ends: from_step would count from a guess
+            f"{param('from_step')} needs to know where the prompt ends, and this decoding "
+            "does not say (a batched path): steer without it, or decode one text at a time"
+        )
     if prompt is None:  # no decoding said: BOS, or the whole input of a forward pass
         prompt = 1 if enc_dec else start + rows
     first = prompt - 1 + from_step
