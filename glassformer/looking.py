@@ -1,14 +1,15 @@
 """The verbs of a `Model` that look inside: one traced forward pass (`run`, `trace`, `result`),
 touching it (`ablate`, `patch`, `intervene`; steering: `steer`, `steered`), reading it
-(`lens`, `circuit`, `attribute`, and
-`faithfulness`: how far to trust each explanation) and a
-batch's chosen steps (`run_with_cache`). `LookingInside` is a base class of `Model` (model.py),
-which checks every argument of these methods against `glassformer.arguments`' table as it checks
-its own; a user calls them on the Model, and `help(glassformer.Model)` shows them there.
+(`lens`, `circuit`, `attribute`, and `faithfulness`: how far to trust each explanation), why beam
+search kept its hypothesis (`explain_choice`) and a batch's chosen steps (`run_with_cache`).
+`LookingInside` is a base class of `Model` (model.py), which checks every argument of these
+methods against `glassformer.arguments`' table as it checks its own; a user calls them on the
+Model, and `help(glassformer.Model)` shows them there.
 
 Each method is the face of a command's work and holds none of it: the traced run, ablation and
-patching are `inspect/touch.py`'s, the lens, graph and attribution `inspect/probes.py`'s, the batch
-`activations.py`'s, all reached through `self.runtime` (`runtime.py`).
+patching are `inspect/touch.py`'s, the lens, graph and attribution `inspect/probes.py`'s, the
+choice `inspect/choice.py`'s, the batch `activations.py`'s, all reached through `self.runtime`
+(`runtime.py`).
 """
 
 from __future__ import annotations
