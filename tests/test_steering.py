@@ -145,6 +145,19 @@ def test_scale_zero_is_the_unsteered_run_exactly(folders):
             )
 
 
+def test_a_trace_inside_the_steering_records_the_steered_stream(folders):
+    """Every verb inside is steered: the traced stream entering the block is the plain one plus
+    scale·v at every position, exactly, and what follows computes on it."""
+    m = glassformer.load(folders / "seq", engine="reference")
+    steer = m.steer("the cat|the dog", layer=2, scale=-1.5)
+    plain = m.trace("the mat", target="the")
+    with steer:
+        tr = m.trace("the mat", target="the")
+    assert np.array_equal(tr["decoder.1.out"], plain["decoder.1.out"] + -1.5 * steer.vector)
+    assert np.array_equal(tr["decoder.0.out"], plain["decoder.0.out"])
+    assert not np.allclose(tr["logits"], plain["logits"])
+
+
 def test_the_direction_is_the_difference_of_the_traced_means(folders):
     m = glassformer.load(folders / "seq", engine="reference")
     v = m.steer("the cat|the dog", layer=1).vector
