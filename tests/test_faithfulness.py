@@ -277,7 +277,8 @@ def test_the_command_writes_json_html_and_png(capsys, tmp_path, told):
     capsys.readouterr()
     assert main(["attribute", char_lm, "ROM", "--faithfulness", "--steps", "8"]) == 0
     text = capsys.readouterr().out
-    assert "input tokens (3; removed: a token" in text and "direct logit attribution" in text
+    assert "input tokens (3), each removed as a token" in text
+    assert "direct logit attribution" in text and "logit " in text
 
 
 @pytest.mark.parametrize(

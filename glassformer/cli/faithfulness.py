@@ -169,9 +169,11 @@ def text(d: dict) -> str:
         r = d.get(key)
         if r is None:
             continue
+        metric = "logit difference" if d.get("versus") else "logit"
+        lines.append(f"{UNITS[key]} ({len(r['names'])}), each removed as {r['removal']}")
         lines.append(
-            f"{UNITS[key]} ({len(r['names'])}; removed: {r['removal']}): logit {r['clean']:.4f} "
-            f"clean, {r['empty']:.4f} with every unit removed"
+            f"  {metric} {r['clean']:.4f} in the clean run, {r['empty']:.4f} with every unit "
+            "removed"
         )
         lines.append(f"  {'explanation':<28}{'deletion':>10}{'insertion':>11}{'ins - del':>11}")
         for c in ranked(r):

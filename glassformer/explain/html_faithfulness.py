@@ -51,11 +51,11 @@ def faithfulness_section(d: dict) -> str:
     for key in ("tokens", "components"):
         report = d.get(key)
         if report is not None:
-            out.append(f"<h3>By {esc(UNITS[key])}</h3>" + _report(report))
+            out.append(f"<h3>By {esc(UNITS[key])}</h3>" + _report(report, _metric(d)))
     return "".join(out)
 
 
-def _report(r: dict) -> str:
+def _report(r: dict, metric: str = "logit") -> str:
     best = ranked(r)
     floor = next((c for c in r["curves"] if c["method"] == "random"), None)
     lead = ""
@@ -67,7 +67,7 @@ def _report(r: dict) -> str:
             f"(insertion − deletion {gap:.3f}; the random order's {rand:.3f})."
         )
     head = (
-        f"<p>{len(r['names'])} units, each removed as {esc(r['removal'])}. The logit is "
+        f"<p>{len(r['names'])} units, each removed as {esc(r['removal'])}. The {metric} is "
         f"{r['clean']:.4f} in the clean run and {r['empty']:.4f} with every unit removed.{lead}"
         "</p>"
     )
@@ -85,11 +85,15 @@ def _report(r: dict) -> str:
         f"</tr>{rows}</table>"
     )
     notes = "".join(f"<p class='sub'>Note: {esc(n)}.</p>" for n in r.get("notes", ()))
-    svgs = _panel(r, "deletion") + _panel(r, "insertion")
+    svgs = _panel(r, "deletion", metric) + _panel(r, "insertion", metric)
     return head + table + notes + f"<div class='faithfulness-curves'>{svgs}</div>" + _legend(r)
 
 
-def _panel(r: dict, which: str) -> str:
+def _metric(d: dict) -> str:
+    return "logit difference" if d.get("versus") else "logit"
+
+
+def _panel(r: dict, which: str, metric: str = "logit") -> str:
     """One panel: the metric after each step of `which` for every explanation (the scores' own
     prediction dotted, clipped to the panel: it may run far past the real curves)."""
     n = len(r["names"])
@@ -123,7 +127,7 @@ def _panel(r: dict, which: str) -> str:
         f"<text x='{(W + PAD) / 2}' y='{bottom + 28}' font-size='11' text-anchor='middle'>units "
         f"{'removed' if which == 'deletion' else 'put back'} (k)</text>"
         f"<text x='12' y='{(top + bottom) / 2}' font-size='11' text-anchor='middle' "
-        f"transform='rotate(-90 12 {(top + bottom) / 2})'>logit</text>"
+        f"transform='rotate(-90 12 {(top + bottom) / 2})'>{metric}</text>"
     )
     for c in r["curves"]:
         colour = COLOURS.get(c["method"], "#000")
@@ -158,7 +162,10 @@ def _legend(r: dict) -> str:
         f"<span style='color:{COLOURS.get(c['method'], '#000')}'>■</span> {esc(said(c['method']))}"
         for c in r["curves"]
     )
-    styles = "solid: a real run of the reference engine; dashed: the random order"
+    styles = (
+        "solid: a real run of the reference engine (two explanations that rank the units alike "
+        "draw one line); dashed: the random order"
+    )
     if any(c.get("predicted") for c in r["curves"]):
         styles += "; dotted: the scores' own prediction (the clean logit less the scores removed)"
     return f"<p class='sub'>{keys}<br>{styles}.</p>"
@@ -170,6 +177,7 @@ def curves_png(d: dict) -> bytes:
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     reports = [(k, d[k]) for k in ("tokens", "components") if d.get(k) is not None]
     fig = Figure(figsize=(11, 3.6 * len(reports)), dpi=100, layout="constrained")
@@ -188,7 +196,8 @@ def curves_png(d: dict) -> bytes:
             verb = "removed" if which == "deletion" else "put back"
             ax.set_title(f"{UNITS[key]}: {which}", fontsize=10)
             ax.set_xlabel(f"units {verb} (k), by each explanation's ranking")
-            ax.set_ylabel("logit")
+            ax.set_ylabel(_metric(d))
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.legend(fontsize=7, title="explanation (area)", title_fontsize=7)
     what = repr(d["token"]) + (f" minus {d['versus']!r}" if d.get("versus") else "")
     fig.suptitle(f"Faithfulness of the explanations of {what} at position {d['position']}")
