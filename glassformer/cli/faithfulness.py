@@ -81,8 +81,9 @@ def add_to_attribute(at) -> None:
     at.add_argument(
         "--faithfulness",
         action="store_true",
-        help="instead, how far to trust each explanation of the first token predicted (the "
-        "last, for --target): the faithfulness command's report",
+        help="instead, how far to trust each explanation of one prediction (a decoder's next "
+        "token after TEXT; an encoder-decoder's at the last position of its translation, or of "
+        "--target): the faithfulness command's report",
     )
     at.add_argument("--png", metavar="FILE", help="with --faithfulness: its curves as a PNG")
 
