@@ -578,6 +578,39 @@ def test_an_ablation_and_patching_report_shows_both_beside_the_run(browser, tmp_
     assert_offline_and_clean(driver, url)
 
 
+def test_a_why_report_draws_the_choice_the_graph_and_the_head(browser, tmp_path):
+    """`explain --why --versus --html`: the section is reachable from the header, the graph's SVG
+    is drawn with one shape per node of the JSON, each node's title its exact value, and the page
+    stays offline and quiet."""
+    driver = need(browser)
+    from selenium.webdriver.common.by import By
+
+    from glassformer.cli import main
+
+    models = Path(__file__).resolve().parents[1] / "models"
+    path, data = tmp_path / "why.html", tmp_path / "why.json"
+    argv = ["explain", str(models / "en-es"), "Hello world.", "--why", "--versus", "Hola mundo."]
+    assert main([*argv, "--only", "logits", "--html", str(path), "--json", str(data)]) == 0
+    why = json.loads(data.read_text())["why"]
+    url = open_report(driver, path)
+    driver.find_element(By.CSS_SELECTOR, 'nav a[href="#gf-why"]').click()
+    svg = driver.find_element(By.CSS_SELECTOR, "#gf-why svg.graph")
+    assert svg.is_displayed() and svg.size["width"] > 400 and svg.size["height"] > 300
+    nodes = why["circuit"]["graph"]["nodes"]
+    shapes = driver.find_elements(By.CSS_SELECTOR, "#gf-why svg.graph g.node")
+    assert len(shapes) == len(nodes)
+    titles = driver.execute_script(
+        "return [...document.querySelectorAll('#gf-why svg.graph g.node title')]"
+        ".map(t => t.textContent)"
+    )
+    said = {t.split(" (")[0].split(":")[0]: float(t.rsplit(": ", 1)[1]) for t in titles}
+    assert said == pytest.approx({n["name"]: n["value"] for n in nodes}, rel=1e-5, abs=1e-9)
+    text = driver.find_element(By.ID, "gf-why").text
+    assert "Kept “Hola el mundo.” over “Hola mundo.”" in text and why["qk"]["head"] in text
+    screenshot(driver, tmp_path, "why.png")
+    assert_offline_and_clean(driver, url)
+
+
 def test_a_faithfulness_page_draws_each_curve_where_its_numbers_are(browser, tmp_path):
     """`faithfulness --html` (explain/html_faithfulness.py) in Chromium: per kind of unit, the
     table ranked by insertion − deletion, the sentence naming its first row, and two panels whose
