@@ -45,7 +45,7 @@ def choice_section(d: dict) -> str:
     rows = "".join(
         f"<tr><td>{s['step']}</td><td>{_tok(s['token'])}</td><td>{_tok(s['versus'])}</td>"
         f"<td title='{s['gap']!r}'>{s['gap']:+.4f}</td><td>{_named(s['parts'][:3])}</td>"
-        f"<td>{s['error']:.0e}</td></tr>"
+        f"<td style='white-space:nowrap'>{s['error']:.0e}</td></tr>"
         for s in d["steps"]
     )
     out.append(
