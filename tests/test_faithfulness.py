@@ -69,6 +69,9 @@ def built(name: str, baseline: int | None, position: int = -1):
     parts = F.component_units(trace, cfg)
     G = C.graph(trace, p, cfg, token, versus, at)
     said = {"attention": F.attention_scores(trace, cfg, stack, at, n)}
+    rollout = F.rollout_scores(trace, cfg, at, n)
+    if rollout is not None:
+        said["attention_rollout"] = rollout
     said["attribution_graph"] = F.graph_scores(G, tokens)
     scores = {"attribution_graph": F.graph_scores(G, parts)}
     if cfg.has_decoder:
@@ -157,6 +160,27 @@ def test_every_point_is_a_run_with_those_units_removed(name):
     assert c.deletion_area == pytest.approx(np.trapezoid(y, dx=1 / (len(y) - 1)), abs=1e-12)
 
 
+def test_attention_rollout_is_the_product_of_the_layers_averaged_maps():
+    """Rollout by its definition, layer by layer from the trace: row `position` of
+    (Ā_2 + I)/2 · (Ā_1 + I)/2; each row sums to 1 (every factor is a stochastic matrix); a
+    classifier's the mean of the rows; none for an encoder-decoder."""
+    for name, position in (("decoder", 4), ("classifier", 0)):
+        cfg, p, inp = setting(name)
+        _, trace = I.record(F.reference_run(p, cfg), inp)
+        stack = "decoder" if cfg.has_decoder else "encoder"
+        maps = [
+            np.mean([trace[f"{stack}.{i}.self_attn.head{h}.A"] for h in range(4)], axis=0)
+            for i in range(2)
+        ]
+        eye = np.eye(len(IDS))
+        whole = 0.25 * (maps[1] + eye) @ (maps[0] + eye)
+        want = whole[position] if cfg.has_decoder else whole.mean(0)
+        got = F.rollout_scores(trace, cfg, position, len(IDS))
+        assert np.abs(got - want).max() <= 1e-15 and abs(got.sum() - 1) <= 1e-12
+    cfg, p, inp = setting("encoder-decoder")
+    assert F.rollout_scores(I.record(F.reference_run(p, cfg), inp)[1], cfg, 0, 5) is None
+
+
 @pytest.mark.parametrize("name", ["llama", "attention only"])
 def test_the_graph_is_exact_where_the_model_is_frozen(name):
     """A component's graph value is what removing it takes from the logit in the model frozen at
@@ -205,6 +229,7 @@ def test_a_decoder_s_report_and_integrated_gradients_completeness(char_lm, told)
         "integrated_gradients",
         "gradient_x_input",
         "attention",
+        "attention_rollout",
         "attribution_graph",
         "random",
     ]
@@ -258,7 +283,7 @@ def test_a_post_ln_classifier_is_measured_by_its_tokens(seeded_classifier):
     f = m.faithfulness("to be or not", target="no", versus="yes")
     logits = m.run("to be or not", quiet=True).output
     assert f.tokens["clean"] == pytest.approx(logits[1] - logits[0], abs=TOL)
-    assert [c["method"] for c in f.tokens["curves"]] == ["attention", "random"]
+    assert [c["method"] for c in f.tokens["curves"]] == ["attention", "attention_rollout", "random"]
     assert f.components is None and any("post-LN" in n for n in f.notes)
 
 
@@ -271,7 +296,7 @@ def test_the_command_writes_json_html_and_png(capsys, tmp_path, told):
     assert main([*args, "--json", str(out), "--html", str(page), "--png", str(png)]) == 0
     assert json.loads(out.read_text()) == json.loads(told.to_json())  # the Model's result
     html = page.read_text()
-    assert html.count("<polyline") >= 2 * (5 + 3) and "is the most faithful" in html
+    assert html.count("<polyline") >= 2 * (6 + 3) and "is the most faithful" in html
     assert "http" not in html.split("</style>", 1)[1].replace("http://www.w3.org/2000/svg", "")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     capsys.readouterr()

@@ -15,6 +15,7 @@ COLOURS = {
     "integrated_gradients": "#1f77b4",
     "gradient_x_input": "#17becf",
     "attention": "#ff7f0e",
+    "attention_rollout": "#d62728",
     "attribution_graph": "#2ca02c",
     "direct_logit_attribution": "#9467bd",
     "random": "#888888",

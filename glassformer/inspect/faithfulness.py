@@ -23,13 +23,13 @@ Two kinds of units, each removed through `interventions` (the one sanctioned way
   zeroes its slice of concat·W_O, the W_O bias stays) and every FFN (its output), of every stack,
   removed at every position (zero-ablation of the whole component, not per position).
 
-The explanations scored here (`attention_scores`, `dla_scores`, `graph_scores`, and the
-gradients the caller brings: `probes.faithfulness`):
+The explanations scored here (`attention_scores`, `rollout_scores`, `dla_scores`,
+`graph_scores`, and the gradients the caller brings: `probes.faithfulness`):
 
 - attention: the explained position's attention weights averaged over every head of every layer
   (a decoder's self-attention; an encoder-decoder's cross-attention over the source; a
   classifier's self-attention averaged over every query too, as its pooling averages the
-  positions). Plain averaged weights, not attention rollout.
+  positions); and attention rollout (`rollout_scores`), for decoders and classifiers.
 - the attribution graph's node values (`circuit.graph`): a component's value summed over its
   positions, a token's its token node (g·X, in the model frozen at this input). In that frozen
   model (A, norm scales and gates patched from the clean run) removing one component lowers the
@@ -271,6 +271,26 @@ def attention_scores(trace: Trace, cfg: Config, stack: str, position: int, n: in
         for h in range(cfg.n_heads)
     ]
     return np.mean(maps, axis=0)
+
+
+def rollout_scores(trace: Trace, cfg: Config, position: int, n: int) -> np.ndarray | None:
+    """Attention rollout (Abnar and Zuidema 2020) over the first n tokens: per layer the
+    self-attention averaged over heads with the residual stream as the other half,
+    Â_l = (Ā_l + I) / 2, multiplied through the layers, R = Â_L ⋯ Â_1; the explained position's
+    row (a classifier's rows averaged, as its pooling averages the positions). None for an
+    encoder-decoder: its source reaches the decoder through cross-attention, which rollout does
+    not define."""
+    if cfg.arch == "encoder-decoder":
+        return None
+    reader = "encoder" if cfg.arch == "encoder" else "decoder"
+    T = np.asarray(trace[f"{reader}.input"]).shape[0]
+    rolled = np.eye(T)
+    for layer in range(n_layers(trace, reader)):
+        heads = [trace[f"{reader}.{layer}.self_attn.head{h}.A"] for h in range(cfg.n_heads)]
+        mean = np.mean(np.asarray(heads, dtype=np.float64), axis=0)  # (T, T)
+        rolled = (mean + np.eye(T)) / 2 @ rolled
+    row = rolled.mean(0) if cfg.arch == "encoder" else rolled[position % T]
+    return row[:n]
 
 
 def graph_scores(G, units: Units) -> np.ndarray:

@@ -364,6 +364,9 @@ def faithfulness(
     if cfg.has_decoder:
         said |= _gradients(m, ids, src, stack, position, token, other, base, steps, n)
     said["attention"] = F.attention_scores(trace, cfg, stack, position, n)
+    rollout = F.rollout_scores(trace, cfg, position, n)
+    if rollout is not None:
+        said["attention_rollout"] = rollout
     components = F.component_units(trace, cfg)
     parts = {}
     if cfg.norm == "pre":
