@@ -24,7 +24,7 @@ def steering_section(r: dict) -> str:
     """One text's report: both outputs, then one row per new token."""
     rows = []
     for s in r["steps"]:
-        moved = s["p_after"] - s["p_before"]
+        moved = round(s["p_after"] - s["p_before"], 3) + 0.0  # no "-0.000"
         rows.append(
             f"<tr><td>{s['step']}{'' if s['steered'] else ' <small>(not steered)</small>'}</td>"
             f"<td><b>{esc(s['token'])}</b></td>"
@@ -35,7 +35,13 @@ def steering_section(r: dict) -> str:
         "<tr><th>new token</th><th>chosen</th><th>its p before → after</th>"
         "<th>before (top tokens)</th><th>after (top tokens)</th></tr>"
     )
+    changed = sum(s["before"][0]["id"] != s["after"][0]["id"] for s in r["steps"])
     return (
+        "<p class='sub'>Steering adds a multiple of one direction to the residual stream while "
+        "the text is generated. Each row is one new token of the steered output: the token "
+        "chosen, its probability without the steering (on the same prefix) and with it, and the "
+        f"most likely tokens of both distributions. Here the top token moved at {changed} of "
+        f"{len(r['steps'])} steps.</p>"
         f"<p>Input: <b>{esc(r['input'])}</b> ({esc(r['strategy'])})</p>"
         f"<p>Without steering: <b>{esc(r['text'])}</b><br>"
         f"With steering: <b>{esc(r['steered'])}</b></p>"
