@@ -333,11 +333,11 @@ class LookingInside:
     ) -> results.Faithfulness:
         """`glassformer faithfulness --json`: which explanation of one logit is trustworthy on
         this input. Each explanation's units (input tokens: integrated gradients, gradient ×
-        input, attention weights, the attribution graph's token nodes; components, heads and
-        FFNs: direct logit attribution, the attribution graph) are removed in the order of their
-        scores, and the logit is read from exact ablations of the reference engine (float64):
-        deletion and insertion curves with their areas, beside a seeded random order
-        (`glassformer.inspect.faithfulness`).
+        input, attention weights and their rollout, the attribution graph's token nodes;
+        components, heads and FFNs: direct logit attribution, the attribution graph) are removed
+        in the order of their scores, and the logit is read from exact ablations of the
+        reference engine (float64): deletion and insertion curves with their areas, beside a
+        seeded random order (`glassformer.inspect.faithfulness`).
 
         Parameters
         ----------
