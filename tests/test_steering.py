@@ -33,31 +33,18 @@ DECODINGS = {
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
-    """Random char models: a pre-LN decoder with rotary positions, an encoder-decoder."""
+    """Random char models: a Llama-style decoder (pre-LN RMSNorm, rotary positions, SwiGLU,
+    one K/V head shared by both query heads), an encoder-decoder."""
     d = tmp_path_factory.mktemp("steer")
     corpus = d / "c.txt"
     corpus.write_text("the cat sat on the mat. the dog sat on the log.\n" * 5)
     common = ["--tokenizer", "char", "--corpus", str(corpus), "--std", "0.5", "--seed", "3"]
-    assert (
-        main(
-            [
-                "init",
-                str(d / "dec"),
-                "--preset",
-                "tiny",
-                "--set",
-                "positions=rotary",
-                "--set",
-                "norm=pre",
-                *common,
-            ]
-        )
-        == 0
-    )
-    assert (
-        main(["init", str(d / "seq"), "--preset", "tiny", "--set", "arch=encoder-decoder", *common])
-        == 0
-    )
+    llama = ["positions=rotary", "norm=pre", "norm_kind=rmsnorm", "ffn_kind=gated"]
+    llama += ["activation=silu", "n_kv_heads=1", "bias=false"]
+    sets = [x for v in llama for x in ("--set", v)]
+    assert main(["init", str(d / "dec"), "--preset", "tiny", *sets, *common]) == 0
+    seq = ["--set", "arch=encoder-decoder"]
+    assert main(["init", str(d / "seq"), "--preset", "tiny", *seq, *common]) == 0
     return d
 
 
