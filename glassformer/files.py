@@ -420,6 +420,8 @@ READ_FROM_FOLDERS = {
         "special_tokens_map.json glassformer-tokenizer.json".split()
     ),
     "nanogpt": ("ckpt.pt", "meta.pkl"),
+    # corpus/store.py: a store's index, settings and pieces; each shard's shard.json and arrays
+    "activation store": ("index.json", "pieces.json", "shard.json", "{stem}.npy"),
 }
 
 

@@ -105,12 +105,14 @@ WINGS = {
         "steering",
     },
     "training": {"train", "checkpoint", "tasks", "views"},
+    "corpus": {"store"},
 }
 TOP = {"glassformer.cli", "glassformer.serve", "glassformer.explain", "glassformer.engine_diff"}
 ABOVE = {  # wing -> the wings and modules above it
-    "formats": {"inspect", "training", "glassformer.model", "glassformer.opening", *TOP},
-    "inspect": {"training", "glassformer.model", "glassformer.opening", *TOP},
+    "formats": {"inspect", "corpus", "training", "glassformer.model", "glassformer.opening", *TOP},
+    "inspect": {"corpus", "training", "glassformer.model", "glassformer.opening", *TOP},
     "training": TOP,
+    "corpus": {"training", "glassformer.model", "glassformer.opening", *TOP},
 }
 
 

@@ -23,6 +23,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -97,7 +98,24 @@ def built(tmp_path_factory):
                 dropout=0.0)  # fmt: skip
     train_and_save(d / "nanogpt", args, seed=0)
     shutil.copy(prepare(d / "nanogpt-data"), d / "nanogpt" / "meta.pkl")
+    _make_store(d / "store")
     return d, corpus
+
+
+def _make_store(folder):
+    """An activation store of one shard (corpus/store.py), written by its own writers."""
+    from glassformer.corpus import store as S
+
+    folder.mkdir()
+    rows = {"tokens": [1, 2], "document": [0, 0], "position": [0, 1]}
+    arrays = S.shard_arrays(rows, {"a": np.ones((2, 3))}, "float32")
+    S.write_shard(folder, "shard-00000", arrays, {"rows": 2, "first_document": 0, "documents": 1})
+    S.write_json(folder, S.PIECES, ["x", "y", "z"])
+    shard = {"name": "shard-00000", "rows": 2, "first_document": 0, "documents": 1}
+    index = {"format": S.FORMAT, "version": S.VERSION, "model": {"name": "m", "fingerprint": ""},
+             "config": {}, "corpus": {}, "dtype": "float32", "steps": {"a": {"width": 3}},
+             "rows": 2, "documents": 1, "shards": [shard]}  # fmt: skip
+    S.write_json(folder, S.INDEX, index)
 
 
 # -- the readers, each called as a command calls it ---------------------------------------------
@@ -148,6 +166,14 @@ def _hf_tokenizer(folder, corpus):
     return HFTokenizer.from_files(folder)
 
 
+def _read_store(folder, corpus):
+    """What `glassformer top` reads: the index, the pieces, a shard's arrays, the context."""
+    from glassformer.corpus.store import open_store
+
+    store = open_store(folder)
+    return store.column("a"), store.context(1)
+
+
 def _shard(i):
     return lambda folder: sorted(folder.glob("model-*-of-*.safetensors"))[i].name
 
@@ -175,6 +201,11 @@ ROWS = [
     ("views.safetensors", "lm", "views.safetensors", _views),
     ("ckpt.pt", "nanogpt", "ckpt.pt", _load),
     ("meta.pkl", "nanogpt", "meta.pkl", _load),
+    ("index.json", "store", "index.json", _read_store),
+    ("pieces.json", "store", "pieces.json", _read_store),
+    ("shard.json", "store", "shard-00000/shard.json", _read_store),
+    ("{stem}.npy", "store", "shard-00000/a.npy", _read_store),
+    ("{stem}.npy", "store", "shard-00000/tokens.npy", _read_store),
 ]
 # HF tokenizer files: through the folder's import and through the tokenizer reader itself
 for _folder, _names in (
@@ -204,7 +235,7 @@ def test_every_reader_refuses_a_file_linked_out_of_its_folder(row, built, tmp_pa
     assert (folder / name).is_file()
     reader(folder, corpus)  # the control: this reader reads the file, and the folder is sound
     elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
+    (elsewhere / name).parent.mkdir(parents=True)  # (a store's shard file: elsewhere/shard-*/)
     shutil.move(folder / name, elsewhere / name)
     (folder / name).symlink_to(elsewhere / name)
     with pytest.raises(GlassformerError) as e:
@@ -274,6 +305,9 @@ FOLDER_READERS = {
     "weights.py:load_snapshot": "snapshot-step*.safetensors",
     "training/views.py:load": "views.safetensors",
     "formats/nanogpt.py:read_checkpoint": "ckpt.pt",
+    "corpus/store.py:open_store": "index.json, pieces.json",
+    "corpus/store.py:Shard.read": "shard.json",
+    "corpus/store.py:Shard.verify": "each array of a shard (its sha256)",
     "catalog.py:_card": "a model folder's README.md (its card's first line)",
     "catalog.py:_config": "config.json",
     "catalog.py:_folder": "config.json (a Hugging Face folder's model_type)",
@@ -300,6 +334,8 @@ NO_FOLDER_FILE = {
     "files.py:_acquire": "the lock file beside an output folder",
     "files.py:building": "files it has just written (fsync)",
     "files.py:write_directory": "files it creates in its own temporary folder (O_EXCL)",
+    "corpus/store.py:_save_npy": "an array it creates in a shard's temporary folder (O_EXCL)",
+    "corpus/store.py:_create": "shard.json, created in the same folder (O_EXCL)",
     "files.py:read_json": "the path its caller gives (every caller passes member's result)",
     "files.py:open_regular": "the path its caller gives (a member's result or a user's file)",
     "files.py:read_limited": "the path its caller gives, through open_regular",

@@ -444,6 +444,8 @@ THROUGH_FILES = {
     "training/train.py:_train": "files.check_writable",
     "training/train.py:train": "files.locked",
     "weights.py:save": "files.write_directory",
+    "corpus/store.py:write_shard": "files.building (each array by _save_npy inside it)",
+    "corpus/store.py:write_json": "files.write_file",
 }
 CONTAINED = {
     "files.write_file", "write_file", "files.building", "write_directory", "files.locked",
@@ -462,6 +464,9 @@ NO_USER_FILE = {
     "(its one caller, cli/reports.py:_write_reports)",
     "training/views.py:encode": "safetensors' save to bytes (views.safetensors goes through "
     "weights.save)",
+    "corpus/store.py:_save_npy": "an array created O_EXCL | O_NOFOLLOW in the shard's folder "
+    "that files.building made (its one caller, write_shard)",
+    "corpus/store.py:_create": "shard.json, created the same way in the same folder",
 }
 
 
