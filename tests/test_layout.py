@@ -104,8 +104,8 @@ WINGS = {
         "circuit",
         "steering",
     },
-    "training": {"train", "checkpoint", "tasks", "views"},
-    "corpus": {"store"},
+    "training": {"train", "checkpoint", "tasks", "views", "autoencoder"},
+    "corpus": {"store", "sae", "saelens", "evaluate"},
 }
 TOP = {"glassformer.cli", "glassformer.serve", "glassformer.explain", "glassformer.engine_diff"}
 ABOVE = {  # wing -> the wings and modules above it

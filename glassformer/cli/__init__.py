@@ -67,6 +67,7 @@ from glassformer.cli import (  # noqa: E402
     generate,
     probe,
     reports,
+    sae,
     serve,
     training,
 )
@@ -74,7 +75,18 @@ from glassformer.cli.common import EXIT_USAGE, CommandParser, Parser, run  # noq
 
 __all__ = ["EXIT_USAGE", "build_parser", "main"]
 
-FAMILIES = (reports, probe, faithfulness, generate, training, checkpoints, serve, exercises, diff)
+FAMILIES = (
+    reports,
+    probe,
+    faithfulness,
+    generate,
+    training,
+    checkpoints,
+    serve,
+    exercises,
+    diff,
+    sae,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
