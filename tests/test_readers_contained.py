@@ -99,6 +99,7 @@ def built(tmp_path_factory):
     train_and_save(d / "nanogpt", args, seed=0)
     shutil.copy(prepare(d / "nanogpt-data"), d / "nanogpt" / "meta.pkl")
     _make_store(d / "store")
+    _make_sae(d / "sae")
     return d, corpus
 
 
@@ -118,11 +119,39 @@ def _make_store(folder):
     S.write_json(folder, S.INDEX, index)
 
 
+def _make_sae(folder):
+    """An SAE's folder with its training state (training/autoencoder.py), two steps trained."""
+    from glassformer.corpus.sae import SAEConfig
+    from glassformer.training.autoencoder import train
+
+    x = np.random.default_rng(0).standard_normal((32, 4)).astype(np.float32)
+    train(x, SAEConfig(d_in=4, d_sae=8, step="decoder.0.out"), _sae_train(), folder)
+
+
+def _sae_train():
+    from glassformer.corpus.sae import TrainConfig
+
+    return TrainConfig(steps=2, batch_size=8)
+
+
 # -- the readers, each called as a command calls it ---------------------------------------------
 
 
 def _load(folder, corpus):
     return loading.load(folder)
+
+
+def _read_sae(folder, corpus):
+    from glassformer.corpus import saelens
+
+    return saelens.read(folder)
+
+
+def _resume_sae(folder, corpus):
+    from glassformer.corpus.sae import SAEConfig
+    from glassformer.training.autoencoder import _resumed
+
+    return _resumed(folder, SAEConfig(d_in=4, d_sae=8, step="decoder.0.out"), _sae_train())
 
 
 def _labels(folder, corpus):
@@ -206,6 +235,9 @@ ROWS = [
     ("shard.json", "store", "shard-00000/shard.json", _read_store),
     ("{stem}.npy", "store", "shard-00000/a.npy", _read_store),
     ("{stem}.npy", "store", "shard-00000/tokens.npy", _read_store),
+    ("cfg.json", "sae", "cfg.json", _read_sae),
+    ("sae_weights.safetensors", "sae", "sae_weights.safetensors", _read_sae),
+    ("training_state.pt", "sae", "training_state.pt", _resume_sae),
 ]
 # HF tokenizer files: through the folder's import and through the tokenizer reader itself
 for _folder, _names in (
@@ -269,6 +301,7 @@ NOT_FROM_A_FOLDER = {
     "explorer.html", "glassformer-report.html", "glassformer-trace.json",  # downloads it serves
     "generation_config.json", "loss.png",  # written by export-hf / train, never read
     "constraints.txt",  # the checkout's, named by the install hint, never read
+    "F.html", "FILE.npy",  # cli/steering.py's metavars: a user's file, never a folder's
 }  # fmt: skip
 FILE_NAME = re.compile(
     r"[\"']([A-Za-z0-9_.{}*-]+\.(?:json|safetensors|txt|bin|pt|pth|csv|png|tsv|gz|html|npz|npy|"
@@ -308,6 +341,8 @@ FOLDER_READERS = {
     "corpus/store.py:open_store": "index.json, pieces.json",
     "corpus/store.py:Shard.read": "shard.json",
     "corpus/store.py:Shard.verify": "each array of a shard (its sha256)",
+    "corpus/saelens.py:read": "cfg.json, sae_weights.safetensors",
+    "training/autoencoder.py:_resumed": "training_state.pt",
     "catalog.py:_card": "a model folder's README.md (its card's first line)",
     "catalog.py:_config": "config.json",
     "catalog.py:_folder": "config.json (a Hugging Face folder's model_type)",
@@ -326,6 +361,7 @@ NO_FOLDER_FILE = {
     "cli/common.py:_drop_stdout": "os.devnull",
     "cli/common.py:input_lines": "--input, a user's text file",
     "cli/steering.py:read_vector": "--steer-vector, a user's .npy file (no pickle)",
+    "cli/sae.py:cmd_eval": "FILE, a user's text file",
     "evaluating.py:_perplexity": "--data",
     "data.py:_read_bounded": "a user's (possibly gzipped) text file",
     "data.py:read_pairs": "a user's TSV",

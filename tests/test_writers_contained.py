@@ -446,13 +446,21 @@ THROUGH_FILES = {
     "weights.py:save": "files.write_directory",
     "corpus/store.py:write_shard": "files.building (each array by _save_npy inside it)",
     "corpus/store.py:write_json": "files.write_file",
+    "corpus/saelens.py:write": "files.write_directory",
+    "training/autoencoder.py:train": "files.locked, files.check_writable, save_run",
+    "training/autoencoder.py:save_run": "saelens.write (torch.save fills a BytesIO)",
+    "cli/sae.py:cmd_eval": "common.write_outputs",
+    "cli/sae.py:cmd_features": "common.write_outputs",
 }
 CONTAINED = {
     "files.write_file", "write_file", "files.building", "write_directory", "files.locked",
     "weights.save", "m.save", "m.export_hf", "files.check_writable", "write_text",
     "write_json", "write_outputs", "exercises.start",
 }  # fmt: skip
-ALSO_TO_MEMORY = {"training/checkpoint.py:save_checkpoint": {"torch.save"}}  # into an io.BytesIO
+ALSO_TO_MEMORY = {
+    "training/checkpoint.py:save_checkpoint": {"torch.save"},
+    "training/autoencoder.py:save_run": {"torch.save"},
+}  # into an io.BytesIO
 # Functions that write no file of the user's: to memory, to /dev/null, or only inside a
 # temporary folder files.building made for them.
 NO_USER_FILE = {
