@@ -16,6 +16,7 @@ import numpy as np
 from glassformer import files
 from glassformer.cli.common import (
     apart,
+    integer,
     note,
     option_type,
     output_file,
@@ -46,6 +47,14 @@ def steering_args(p) -> None:
         help="a (d_model,) float vector saved with numpy.save, instead of --steer",
     )
     g.add_argument(
+        "--steer-feature",
+        metavar="N",
+        type=integer("--steer-feature", 0),
+        help="v = feature N's decoder row of the SAE --sae (an SAE of a block's input or "
+        "output stream; --layer is then its block), instead of --steer",
+    )
+    g.add_argument("--sae", metavar="SAE", help="the SAE folder --steer-feature reads")
+    g.add_argument(
         "--layer",
         type=option_type("layer"),
         help="the block whose entering stream is steered, from 0 (n_layers: after the last)",
@@ -72,9 +81,14 @@ def steering_args(p) -> None:
 def check_steering(args, inputs: dict[str, str | None]) -> None:
     """Before the model is read: the steering options fit together, the report files may be
     written (not onto an input)."""
-    given = args.steer is not None or args.steer_vector is not None
-    if args.steer is not None and args.steer_vector is not None:
-        raise GlassformerError("give --steer 'TEXT_A|TEXT_B' or --steer-vector FILE.npy, not both")
+    ways = [args.steer, args.steer_vector, args.steer_feature]
+    given = any(w is not None for w in ways)
+    if sum(w is not None for w in ways) > 1:
+        raise GlassformerError(
+            "give --steer 'TEXT_A|TEXT_B', --steer-vector FILE.npy or --steer-feature N, not two"
+        )
+    if (args.steer_feature is None) != (args.sae is None):
+        raise GlassformerError("--steer-feature N and --sae SAE go together: give both")
     if not given:
         extra = [
             f
@@ -93,8 +107,10 @@ def check_steering(args, inputs: dict[str, str | None]) -> None:
                 "FILE.npy"
             )
         return
-    if args.layer is None:
+    if args.layer is None and args.steer_feature is None:
         raise GlassformerError("--steer needs --layer L: the block whose entering stream moves")
+    if args.layer is not None and args.steer_feature is not None:
+        raise GlassformerError("--steer-feature steers at its SAE's step; leave --layer out")
     for flag, path in (("--steer-report", args.steer_report), ("--steer-json", args.steer_json)):
         if path == "-":  # stdout holds the output
             raise GlassformerError(f"{flag} writes a file; give a file name, not '-'")
@@ -128,10 +144,15 @@ def read_vector(path: str) -> np.ndarray:
 
 def steering(args, m):
     """The `Steering` the options ask for, or None."""
-    if args.steer is None and args.steer_vector is None:
+    if args.steer is None and args.steer_vector is None and args.steer_feature is None:
         return None
     scale = 1.0 if args.scale is None else args.scale
     how = dict(layer=args.layer, scale=scale, from_step=args.from_step)
+    if args.steer_feature is not None:
+        from glassformer.corpus.saelens import feature_direction
+
+        vector, how["layer"] = feature_direction(args.sae, args.steer_feature, m.cfg)
+        return m.steer(vector=vector, **how)
     if args.steer_vector is not None:
         return m.steer(vector=read_vector(args.steer_vector), **how)
     return m.steer(args.steer, **how)

@@ -195,7 +195,7 @@ def effect(m, cfg: SAEConfig, p: dict, feature: int) -> dict:
     if eff is None:
         return {"up": [], "down": []}
     order = np.argsort(-eff, kind="stable")
-    pair = lambda j: (m.decode([int(j)]), float(eff[j]))  # noqa: E731
+    pair = lambda j: (m.tokens(ids=[int(j)])[0], float(eff[j]))  # noqa: E731 (pieces as read)
     return {"up": [pair(j) for j in order[:6]], "down": [pair(j) for j in order[::-1][:6]]}
 
 

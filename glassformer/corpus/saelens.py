@@ -227,7 +227,7 @@ def config_dict(cfg: SAEConfig) -> dict:
         "d_sae": cfg.d_sae,
         "dtype": "float32",
         "device": "cpu",
-        "apply_b_dec_to_input": cfg.apply_b_dec_to_input and not cfg.transcoder,
+        "apply_b_dec_to_input": cfg.apply_b_dec_to_input,  # a transcoder never applies it
         "normalize_activations": "none",
         "finetuning_scaling_factor": False,
         "activation_fn_str": "topk" if cfg.architecture == "topk" else "relu",
@@ -272,3 +272,25 @@ def write(
         tensors={WEIGHTS_FILE: arrays},
         metadata={"format": "pt"},  # what SAELens's safetensors files say
     )
+
+
+def feature_direction(folder: str | Path, feature: int, model_cfg) -> tuple[np.ndarray, int]:
+    """(feature's decoder row (d_model,), layer): steering by an SAE's feature adds its decoder
+    row where the SAE writes, which must be a decoder stream entering block `layer`
+    (decoder.input: 0, decoder.L.out: L + 1), the place `Model.steer` steers."""
+    cfg, p = read(folder)
+    step = cfg.step_out or cfg.step
+    m = re.fullmatch(r"decoder\.(\d+)\.out", step)
+    if step != "decoder.input" and m is None:
+        raise GlassformerError(
+            f"the SAE writes {step}; steering by a feature adds its decoder row to the stream "
+            "entering a block (an SAE of decoder.input or decoder.L.out)"
+        )
+    if cfg.out != model_cfg.d_model:
+        raise GlassformerError(
+            f"the SAE writes {cfg.out} numbers and this model's stream has {model_cfg.d_model}: "
+            "it was made for another model"
+        )
+    if not 0 <= feature < cfg.d_sae:
+        raise GlassformerError(f"--steer-feature {feature}: the SAE has 0..{cfg.d_sae - 1}")
+    return p["W_dec"][feature], 0 if m is None else int(m.group(1)) + 1
