@@ -421,7 +421,7 @@ READ_FROM_FOLDERS = {
     ),
     "nanogpt": ("ckpt.pt", "meta.pkl"),
     # corpus/store.py: a store's index, settings and pieces; each shard's shard.json and arrays
-    "activation store": ("index.json", "pieces.json", "shard.json", "{stem}.npy"),
+    "activation store": ("index.json", "pieces.json", "shard.json", "{stem}.npy", "record.json"),
     # corpus/saelens.py, training/autoencoder.py: an SAE's folder (SAELens's format) and its run
     "sae": ("cfg.json", "sae_weights.safetensors", "training_state.pt"),
 }

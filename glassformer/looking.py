@@ -1,18 +1,22 @@
 """The verbs of a `Model` that look inside: one traced forward pass (`run`, `trace`, `result`),
 touching it (`ablate`, `patch`, `intervene`; steering: `steer`, `steered`), reading it
 (`lens`, `circuit`, `attribute`, and `faithfulness`: how far to trust each explanation), why beam
-search kept its hypothesis (`explain_choice`) and a batch's chosen steps (`run_with_cache`).
+search kept its hypothesis (`explain_choice`), a batch's chosen steps (`run_with_cache`) and a
+whole corpus's, stored on disk (`record_corpus`).
 `LookingInside` is a base class of `Model` (model.py), which checks every argument of these
 methods against `glassformer.arguments`' table as it checks its own; a user calls them on the
 Model, and `help(glassformer.Model)` shows them there.
 
 Each method is the face of a command's work and holds none of it: the traced run, ablation and
 patching are `inspect/touch.py`'s, the lens, graph and attribution `inspect/probes.py`'s, the
-choice `inspect/choice.py`'s, the batch `activations.py`'s, all reached through `self.runtime`
-(`runtime.py`).
+choice `inspect/choice.py`'s, the batch `activations.py`'s, the corpus `corpus/record.py`'s, all
+reached through `self.runtime` (`runtime.py`).
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Callable
 
 from glassformer import activations, results
 from glassformer.decoding import Decoding
@@ -579,3 +583,51 @@ class LookingInside:
         """
         how = (names, targets, engine, dtype, batch_size)
         return activations.run_with_cache(self.runtime, texts, *how)
+
+    def record_corpus(
+        self,
+        corpus: str | os.PathLike,
+        *,
+        steps: str | list[str],
+        out: str | os.PathLike,
+        engine: str | None = None,
+        dtype: str = "float32",
+        side: str | None = None,
+        batch_size: int = 32,
+        max_tokens: int | None = None,
+        shard_rows: int | None = None,
+        check_rows: int = 8,
+        progress: Callable[[int, int], None] | None = None,
+    ):
+        """The model over a whole corpus, the steps asked for stored on disk, one row per token
+        position: SAELens's and TransformerLens's activations on disk (`corpus/record.py`; the
+        format and its reader, `glassformer.corpus.store.open_store`, in `corpus/store.py`).
+
+        Parameters
+        ----------
+        corpus : a text file, one document per line (gzip read too), or a shipped corpus's name
+            ("tinyshakespeare"); a translator's TSV (source<TAB>target) with `side`
+        steps : step names or globs with one row per token position ("decoder.1.ffn.hidden",
+            "decoder.*.out", a head's "...head1.C"); attention weights (T, T) are refused
+        out : the store's folder (new, or a killed recording's: it is continued)
+        engine : "torch" (batched, the default where PyTorch is installed) or "reference"
+        dtype : how values are stored: "float32", "float64" (computed in float64) or "int8"
+            (each row scaled by its absmax / 127)
+        side : a translator's "source" (default) or "target" (teacher-forced after BOS)
+        batch_size : documents per forward pass of the PyTorch engine
+        max_tokens : at most this many rows (the documents after are left out)
+        shard_rows : rows per shard (whole documents; default 64 MiB of values a shard)
+        check_rows : rows recomputed by the float64 reference engine and compared with the store
+        progress : called with (documents done, documents) after each shard
+
+        Returns
+        -------
+        Recorded
+            out, rows, documents, shards, steps, dtype, resumed, check (rows, max_error,
+            tolerance, ok), seconds, rows_per_second, plain_rows_per_second, slowdown
+        """
+        from glassformer.corpus import record
+
+        how = dict(engine=engine, dtype=dtype, side=side, batch_size=batch_size)
+        how |= dict(max_tokens=max_tokens, shard_rows=shard_rows, check_rows=check_rows)
+        return record.record_corpus(self.runtime, corpus, steps, out, progress=progress, **how)

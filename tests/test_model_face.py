@@ -31,7 +31,7 @@ PUBLIC = {
     # the verbs
     "generate", "stream", "record", "translate", "alignments", "embed", "classify", "evaluate",
     "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit", "qk",
-    "attribute", "faithfulness", "explain_choice", "steer", "steered",
+    "attribute", "faithfulness", "explain_choice", "steer", "steered", "record_corpus",
     "save", "export_hf",
 }  # fmt: skip
 

@@ -117,6 +117,13 @@ def _make_store(folder):
              "config": {}, "corpus": {}, "dtype": "float32", "steps": {"a": {"width": 3}},
              "rows": 2, "documents": 1, "shards": [shard]}  # fmt: skip
     S.write_json(folder, S.INDEX, index)
+    (folder.parent / "recording").mkdir()  # a killed recording: its settings, no index yet
+    S.write_json(folder.parent / "recording", "record.json", RECORDING)
+
+
+RECORDING = {"model": {"name": "m", "fingerprint": "f"}, "corpus": {}, "steps": {},
+             "dtype": "", "engine": "", "compute": "", "max_tokens": None, "shard_rows": 1,
+             "world": 1}  # fmt: skip
 
 
 def _make_sae(folder):
@@ -195,6 +202,13 @@ def _hf_tokenizer(folder, corpus):
     return HFTokenizer.from_files(folder)
 
 
+def _resume_recording(folder, corpus):
+    """What a resumed record-corpus reads first: the settings of the recording it continues."""
+    from glassformer.corpus import record
+
+    return record._prepare(folder, RECORDING, 0, 1)
+
+
 def _read_store(folder, corpus):
     """What `glassformer top` reads: the index, the pieces, a shard's arrays, the context."""
     from glassformer.corpus.store import open_store
@@ -235,6 +249,7 @@ ROWS = [
     ("shard.json", "store", "shard-00000/shard.json", _read_store),
     ("{stem}.npy", "store", "shard-00000/a.npy", _read_store),
     ("{stem}.npy", "store", "shard-00000/tokens.npy", _read_store),
+    ("record.json", "recording", "record.json", _resume_recording),
     ("cfg.json", "sae", "cfg.json", _read_sae),
     ("sae_weights.safetensors", "sae", "sae_weights.safetensors", _read_sae),
     ("training_state.pt", "sae", "training_state.pt", _resume_sae),
@@ -341,6 +356,7 @@ FOLDER_READERS = {
     "corpus/store.py:open_store": "index.json, pieces.json",
     "corpus/store.py:Shard.read": "shard.json",
     "corpus/store.py:Shard.verify": "each array of a shard (its sha256)",
+    "corpus/record.py:_prepare": "record.json (a killed recording's settings)",
     "corpus/saelens.py:read": "cfg.json, sae_weights.safetensors",
     "training/autoencoder.py:_resumed": "training_state.pt",
     "catalog.py:_card": "a model folder's README.md (its card's first line)",
@@ -360,6 +376,7 @@ NO_FOLDER_FILE = {
     "cli/checkpoints.py:cmd_init": "--corpus, a user's text file",
     "cli/common.py:_drop_stdout": "os.devnull",
     "cli/common.py:input_lines": "--input, a user's text file",
+    "corpus/record.py:record_corpus": "the corpus, a user's text file (data.read_text)",
     "cli/steering.py:read_vector": "--steer-vector, a user's .npy file (no pickle)",
     "cli/sae.py:cmd_eval": "FILE, a user's text file",
     "evaluating.py:_perplexity": "--data",

@@ -446,6 +446,9 @@ THROUGH_FILES = {
     "weights.py:save": "files.write_directory",
     "corpus/store.py:write_shard": "files.building (each array by _save_npy inside it)",
     "corpus/store.py:write_json": "files.write_file",
+    "corpus/record.py:record_corpus": "files.locked, store.write_json",
+    "corpus/record.py:_prepare": "store.write_json",
+    "cli/corpus.py:cmd_top": "common.write_outputs",
     "corpus/saelens.py:write": "files.write_directory",
     "training/autoencoder.py:train": "files.locked, files.check_writable, save_run",
     "training/autoencoder.py:save_run": "saelens.write (torch.save fills a BytesIO)",
@@ -455,7 +458,7 @@ THROUGH_FILES = {
 CONTAINED = {
     "files.write_file", "write_file", "files.building", "write_directory", "files.locked",
     "weights.save", "m.save", "m.export_hf", "files.check_writable", "write_text",
-    "write_json", "write_outputs", "exercises.start",
+    "write_json", "write_outputs", "exercises.start", "S.write_json",
 }  # fmt: skip
 ALSO_TO_MEMORY = {
     "training/checkpoint.py:save_checkpoint": {"torch.save"},

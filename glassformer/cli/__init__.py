@@ -29,6 +29,11 @@
     glassformer exercises [start N [DIR] | check N FILE]   (the graded path, checked)
     glassformer diff MODEL "text" [--engines reference,torch,float32,int8,hf] [--tol 1e-6]
                      [--json FILE] [--html FILE]   (where engines part, step by step)
+    glassformer record-corpus MODEL FILE --steps GLOBS --out DIR [--engine torch|reference]
+                     [--dtype float32|float64|int8] [--side source|target] [--max-tokens N]
+                     (activations over a corpus, on disk; resumable; under torchrun too)
+    glassformer top DIR --unit UNIT [--k 20] [--sae SAE] [--html FILE] [--json FILE]
+                     (the contexts of a store that activate a unit most)
 
 Wherever a checkpoint is taken, a Hugging Face model folder or a nanoGPT out_dir works too (read
 on the fly).
@@ -45,7 +50,8 @@ anywhere among a command's positional arguments.
 One module per command family, each adding its subcommands with `add_parsers(sub)`: `reports`
 (walkthrough, explain; `touch` holds explain's --ablate and --patch-from), `probe` (lens,
 circuit, attribute), `faithfulness`, `generate` (generate, translate), `training` (train, eval),
-`checkpoints` (config, init, export, import-hf, export-hf, embed, classify), `serve`, `exercises`
+`checkpoints` (config, init, export, import-hf, export-hf, embed, classify), `corpus`
+(record-corpus, top), `serve`, `exercises`
 and `diff`; `common` holds what they share, `decoding` the decoding options.
 """
 
@@ -61,6 +67,7 @@ import sys  # noqa: E402
 
 from glassformer.cli import (  # noqa: E402
     checkpoints,
+    corpus,
     diff,
     exercises,
     faithfulness,
@@ -82,6 +89,7 @@ FAMILIES = (
     generate,
     training,
     checkpoints,
+    corpus,
     serve,
     exercises,
     diff,

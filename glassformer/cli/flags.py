@@ -106,6 +106,14 @@ FLAGS = {
     # diff (cli/diff.py)
     "tol": "--tol",
     "engines": "--engines",
+    # record-corpus, top (cli/corpus.py)
+    "record_corpus.steps": "--steps",
+    "side": "--side",
+    "max_tokens": "--max-tokens",
+    "shard_rows": "--shard-rows",
+    "check_rows": "--check-rows",
+    "Model.record_corpus": "record-corpus",
+    "top_examples.sae": "--sae",
     # every command that loads a model
     "engine": "--engine",
     "dtype": "--dtype",

@@ -73,7 +73,7 @@ PIECES = "pieces.json"
 SHARD_META = "shard.json"
 ROW_FILES = ("tokens", "document", "position")  # int32 (n,) each
 SHARD = re.compile(r"shard-(?:r(\d+)-)?(\d{5})")
-CHUNK_ROWS = 65536  # rows per chunk that `Store.chunks` reads into memory at once
+CHUNK_BYTES = 16 * 2**20  # float32 values per chunk that `Store.chunks` reads into memory
 
 
 class StoreError(GlassformerError):
@@ -241,12 +241,16 @@ class Shard:
             self._maps[stem] = a
         return self._maps[stem]
 
+    def close(self) -> None:
+        """Unmap the arrays mapped so far (they are mapped again when next asked for)."""
+        self._maps.clear()
+
     def floats(self, step: str, rows: slice = slice(None)) -> np.ndarray:
         """Rows of `step` as float32 in memory (int8 multiplied back by its scale)."""
         v = self.array(step)[rows]
         if v.dtype == np.int8:
             return v.astype(np.float32) * self.array(f"{step}.scale")[rows][:, None]
-        return np.asarray(v, dtype=np.float32)
+        return np.array(v, dtype=np.float32)  # a copy: nothing keeps the map alive
 
     def verify(self) -> None:
         """Every file's sha256 against shard.json (reads the shard through once)."""
@@ -302,18 +306,20 @@ class Store:
             raise StoreError(f"{self.path} holds no step {step!r}; it holds {close}")
         return step
 
-    def chunks(self, step: str, rows: int = CHUNK_ROWS) -> Iterator[Chunk]:
-        """The store's rows in order, `rows` at a time, with `step`'s values as float32: memory
-        bounded by one chunk (the rest stays mapped on disk)."""
-        self.check_step(step)
+    def chunks(self, step: str, rows: int | None = None) -> Iterator[Chunk]:
+        """The store's rows in order, `rows` at a time (default: CHUNK_BYTES of float32 values),
+        with `step`'s values as float32: memory holds one chunk, and the address space one
+        shard's maps (each shard is unmapped once read), whatever the store's size."""
+        rows = rows or max(1, CHUNK_BYTES // (4 * self.steps[self.check_step(step)]))
         for start, s in zip(self._starts, self._shards, strict=True):
             for a in range(0, s.rows, rows):
                 cut = slice(a, min(a + rows, s.rows))
                 yield Chunk(
                     int(start) + a,
-                    *(np.asarray(s.array(k)[cut]) for k in ROW_FILES),
+                    *(np.array(s.array(k)[cut]) for k in ROW_FILES),
                     s.floats(step, cut),
                 )
+            s.close()
 
     def column(self, step: str) -> np.ndarray:
         """All rows of `step` as one float32 array in memory (rows, width): for a store that fits
@@ -326,9 +332,10 @@ class Store:
 
     def row_files(self, stem: str) -> np.ndarray:
         """tokens, document or position of every row, in memory (int32, 4 bytes a row)."""
-        return np.concatenate([np.asarray(s.array(stem)) for s in self._shards] or [[]]).astype(
-            np.int32
-        )
+        out = np.concatenate([np.array(s.array(stem)) for s in self._shards] or [[]])
+        for s in self._shards:
+            s.close()
+        return out.astype(np.int32)
 
     def locate(self, row: int) -> tuple[Shard, int]:
         if not 0 <= row < self.rows:
