@@ -335,3 +335,34 @@ def test_top_reads_a_store_larger_than_its_address_space(tmp_path):
     assert ok.returncode == 0 and ok.stdout.strip() == str(4 * rows + 777), ok.stderr
     whole = run("whole")
     assert whole.returncode != 0 and "MemoryError" in whole.stderr
+
+
+# -- under torchrun: 2 processes equal 1 ----------------------------------------------------------
+
+
+def test_two_processes_under_torchrun_equal_one(clean, corpus, tmp_path):
+    """`torchrun --nproc_per_node 2 -m glassformer.cli record-corpus ...` (gloo on the CPU): each
+    rank writes its own shards of its block of documents, rank 0 the index; the store's rows, in
+    the index's order, are the one-process store's, and so are the values."""
+    import socket
+
+    with socket.socket() as s:  # a free port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "two"
+    torchrun = Path(sys.executable).with_name("torchrun")
+    argv = [str(torchrun), "--nproc_per_node", "2", "--master-addr", "127.0.0.1",
+            "--master-port", str(port), "-m", "glassformer.cli", "record-corpus",
+            str(ROOT / "models" / "char-lm"), str(corpus), "--steps", STEPS, "--out", str(out),
+            "--shard-rows", "50", "--check-rows", "2", "--threads", "1"]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    run = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.count("recorded 279 rows") == 1  # rank 0 alone prints
+    one, two = S.open_store(clean), S.open_store(out)
+    ranks = [s["rank"] for s in two.index["shards"]]
+    assert ranks == sorted(ranks) and set(ranks) == {0, 1} and two.index["world"] == 2
+    for k in ("tokens", "document", "position"):
+        assert np.array_equal(one.row_files(k), two.row_files(k)), k
+    for n in one.steps:
+        assert scaled_error(two.column(n), one.column(n).astype(np.float64)) < 1e-6, n

@@ -507,27 +507,32 @@ class _Run:
 
 def _prepare(out: Path, settings: dict, rank: int, world: int) -> list[dict]:
     """Check what `out` holds (a complete store, another run's settings: refused), write
-    record.json (rank 0), and return this rank's complete shards from a killed run."""
-    if files.member(out, S.INDEX, required=False) if out.is_dir() else None:
+    record.json (rank 0), and return this rank's complete shards from a killed run (each
+    checked against its sha256). Under torchrun the other ranks wait until rank 0 has done so,
+    then check its record.json against their own settings."""
+    if world > 1 and rank > 0:
+        _barrier()
+        _same(out, files.read_json(files.member(out, RECORD), f"{out}'s {RECORD}"), settings)
+        return S.complete_shards(out, rank)
+    if out.exists() and not out.is_dir():
+        raise GlassformerError(f"{out} is a file; give a folder for the store")
+    if out.is_dir() and files.member(out, S.INDEX, required=False):
         raise GlassformerError(
             f"{out} already holds a complete store; choose another folder, or remove it to "
             "record again"
         )
     found = files.member(out, RECORD, required=False) if out.is_dir() else None
     if found is not None:
-        was = files.read_json(found, f"{out}'s {RECORD}")
-        _same(out, was, settings)
+        _same(out, files.read_json(found, f"{out}'s {RECORD}"), settings)
     elif out.is_dir() and any(S.SHARD.fullmatch(p.name) for p in out.iterdir()):
         raise GlassformerError(f"{out} holds shards but no {RECORD}: remove it to record again")
-    elif out.exists() and not out.is_dir():
-        raise GlassformerError(f"{out} is a file; give a folder for the store")
     elif out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir()):
         raise GlassformerError(f"{out} is a folder of other files; give a new or empty folder")
-    if rank == 0 and found is None:
+    else:
         S.write_json(out, RECORD, settings)
     if world > 1:
         _barrier()
-    return S.complete_shards(out, rank if world > 1 else None)
+    return S.complete_shards(out, 0 if world > 1 else None)
 
 
 def _same(out: Path, was, now: dict) -> None:
@@ -570,7 +575,8 @@ def _short(v) -> str:
 
 
 def _all_ranks(out: Path, world: int) -> list[dict]:
-    return [s for r in range(world) for s in S.complete_shards(out, r)]
+    """Every rank's shards, in rank order (each rank checked its own as it resumed)."""
+    return [s for r in range(world) for s in S.complete_shards(out, r, verify=False)]
 
 
 def _index(settings: dict, shards: list[dict], documents: int, truncated: int) -> dict:
