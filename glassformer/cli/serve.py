@@ -60,6 +60,14 @@ def add_parsers(sub) -> None:
         "(default: float32 for models of 50M parameters or more, when PyTorch is installed)",
     )
     s.add_argument("--no-walkthroughs", action="store_true", help="list only the MODEL_DIRs given")
+    s.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="a store of activations (record-corpus --out); the cards of the steps it holds, for "
+        "the model it was recorded from, show a unit's top examples (repeatable)",
+    )
     s.set_defaults(func=cmd_serve)
 
 
@@ -77,7 +85,10 @@ def cmd_serve(args) -> int:
         raise GlassformerError("nothing to serve: give MODEL_DIRs or leave out --no-walkthroughs")
     dtype = engine_dtype(args, "float64")
     registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
-    explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20, view=args.view)
+    from glassformer.corpus.store import open_store
+
+    stores = [open_store(d) for d in args.store]  # each refused in one line before serving
+    explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20, view=args.view, stores=stores)
     server, sock, url = make_server(explorer, args.host, args.port)
     if not is_loopback(sock.getsockname()[0]):  # what was bound, however it was spelt
         print(

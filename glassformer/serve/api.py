@@ -47,6 +47,7 @@ from glassformer.inspect import choice, qk
 from glassformer.serve import fidelity, fields, generation, neuron, runs
 from glassformer.serve.fields import RequestError
 from glassformer.serve.sessions import Fixed, NotFound, Registry, RunCache
+from glassformer.serve.stores import Stores
 from glassformer.tokenizer.display import display_tokens
 from glassformer.trace import jsonable
 from glassformer.training import views
@@ -71,10 +72,13 @@ def dumps(x) -> str:
 class Explorer:
     """The registry, the run cache and the actions over them."""
 
-    def __init__(self, registry: Registry, cache_bytes: int = 512 * 2**20, view: str = "auto"):
+    def __init__(
+        self, registry: Registry, cache_bytes: int = 512 * 2**20, view: str = "auto", stores=()
+    ):
         if view not in runs.VIEWS:
             raise ValueError(f"view is one of {', '.join(runs.VIEWS)}, not {view!r}")
         self.registry = registry
+        self.stores = Stores(stores)  # `serve --store DIR`: stores of activations
         self.cache = RunCache(cache_bytes)
         self.view = view  # which runs are float32 views (`runs.view_of`)
         self._layouts: OrderedDict = OrderedDict()  # see `_layout`
@@ -127,6 +131,16 @@ class Explorer:
 
     def models(self) -> dict:
         return {"models": self.registry.listing()}
+
+    def store(self, body: dict) -> dict:
+        """The steps the model's store of activations holds (none without one)."""
+        model_id = fields.get(body, "model")
+        return self.stores.steps(model_id, self.registry.load(model_id))
+
+    def top(self, body: dict) -> dict:
+        """A unit's top examples over the model's store (`serve/stores.py`)."""
+        model_id = fields.get(body, "model")
+        return self.stores.top(model_id, self.registry.load(model_id), body)
 
     def load(self, body: dict) -> dict:
         """Load a model now (if not yet): its line of the list, with its sizes, or why not."""

@@ -8,7 +8,8 @@ Routes:
     GET  /api/models            the models this server may open, by id
     GET  /api/views?model=ID    a model folder's training time-lapse (`explain.timelapse`)
     POST /api/ACTION            load, run, step, attention, heads, neuron, cross, tile, generate,
-                                intervene, fidelity, overview: a JSON body in, strict JSON out
+                                intervene, fidelity, overview, store, top (a unit's top examples
+                                over `serve --store DIR`): a JSON body in, strict JSON out
     POST /api/report, /api/trace   the run as the self-contained HTML report / its trace as JSON
 
 Safe by default: bound to 127.0.0.1 unless told otherwise; bound to any spelling of a loopback
@@ -62,7 +63,7 @@ MODULES = (  # the page's JavaScript: explorer.js and the ES modules it imports
     "intervene.js", "compare.js", "overview.js", "tour.js", "training.js", "timelapse.js",
     "heatmap.js", "dom.js", "numbers.js", "rows.js", "readable.js", "neuron.js",
     "timelapse-chart.js", "timelapse-data.js", "modelview.js", "minimap.js", "choice.js",
-    "steer.js",
+    "steer.js", "corpus.js",
 )  # fmt: skip
 ASSETS = {  # name -> content type: the files of explain/assets the page may fetch
     "report.css": "text/css; charset=utf-8",
@@ -80,7 +81,7 @@ REPORT_CSP = (
 )
 ACTIONS = (
     "load", "run", "step", "attention", "heads", "neuron", "cross", "tile", "generate", "intervene",
-    "fidelity", "overview", "model_view", "choice",
+    "fidelity", "overview", "model_view", "choice", "store", "top",
 )  # fmt: skip
 INET_ATON = re.compile(r"[0-9a-fA-FxX.]+")  # the old forms inet_aton reads: 127.1, 0x7f.1
 

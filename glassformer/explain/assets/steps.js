@@ -1,6 +1,7 @@
 // The Every step tab (a group's cards are fetched as it opens and scrolls into view) and the
 // tabs themselves.
 import { compare } from "./compare.js";
+import { addTopExamples } from "./corpus.js";
 import { el } from "./dom.js";
 import { regenerate } from "./generate.js";
 import { renderHeadButtons } from "./intervene.js";
@@ -91,6 +92,7 @@ async function loadCard(slot) {
     );
   slot.replaceWith(card);
   drawMaps(card, r.maps, name, null);
+  addTopExamples(card, name);
 }
 $("open-layers").addEventListener("click", () =>
   $("steps")
