@@ -21,13 +21,18 @@ from glassformer import reference as R  # noqa: E402
 from glassformer.cli import main  # noqa: E402
 from glassformer.corpus import saelens  # noqa: E402
 from glassformer.corpus import store as S  # noqa: E402
-from glassformer.corpus.evaluate import cards, evaluate, windows  # noqa: E402
+from glassformer.corpus.evaluate import cards, documents, evaluate  # noqa: E402
 from glassformer.corpus.sae import SAEConfig, SparseAutoencoder, TrainConfig, forward  # noqa: E402
 from glassformer.errors import GlassformerError  # noqa: E402
 from glassformer.trace import intervene, tracing  # noqa: E402
 from glassformer.training.autoencoder import train  # noqa: E402
 
 TEXT = "the cat sat on the mat. the dog sat on the log. a cat and a dog.\n"
+LINES = [s.strip() + "." for s in TEXT.split(".") if s.strip()] * 2
+
+
+def docs_of(m, lines, max_tokens):
+    return documents([m.tokenizer.encode(t) for t in lines if t.strip()], m.cfg.max_len, max_tokens)
 
 
 def random_sae(cfg: SAEConfig, seed: int = 0) -> dict:
@@ -86,8 +91,7 @@ def built(tmp_path_factory):
     common = ["--tokenizer", "char", "--corpus", str(corpus), "--std", "0.5", "--seed", "3"]
     assert main(["init", str(d / "dec"), "--preset", "tiny", *sets, *common]) == 0
     m = glassformer.load(d / "dec", engine="reference")
-    lines = [s.strip() + "." for s in TEXT.split(".") if s.strip()] * 2
-    make_store(d / "store", m, lines, ["decoder.0.out", "decoder.1.norm2.out", "decoder.1.ffn.out"])
+    make_store(d / "store", m, LINES, ["decoder.0.out", "decoder.1.norm2.out", "decoder.1.ffn.out"])
     args = ["sae", "train", str(d / "store"), "--step", "decoder.0.out", "--features", "32"]
     args += ["--steps", "30", "--batch-size", "32", "--lr", "3e-3", "--quiet"]
     assert main([*args, "--out", str(d / "sae")]) == 0
@@ -207,7 +211,7 @@ def test_a_saelens_folder_loads_onto_an_imported_gpt2(tmp_path):
 # -- the model with the SAE spliced in ------------------------------------------------------------
 
 
-def torch_losses(m, sae_cfg: SAEConfig, p: dict, wins) -> dict:
+def torch_losses(m, sae_cfg: SAEConfig, p: dict, docs) -> dict:
     """The same three losses from the PyTorch engine in float64 and PyTorch's cross-entropy,
     the replacement written in torch."""
     from glassformer.torch_model import from_params
@@ -233,7 +237,7 @@ def torch_losses(m, sae_cfg: SAEConfig, p: dict, wins) -> dict:
     out = {}
     for how, f in (("clean", {}), ("spliced", fns), ("zero", {target: torch.zeros_like})):
         total, n = 0.0, 0
-        for ids in wins:
+        for ids in docs:
             t = torch.tensor([ids])
             with torch.no_grad(), intervene(f):
                 logits = net(t)[0]
@@ -252,9 +256,9 @@ def test_spliced_and_zeroed_losses_equal_the_pytorch_engine(built, kind):
     else:
         cfg = SAEConfig(16, 24, "decoder.1.add1", d_out=16, step_out="decoder.1.ffn.out")
     p = random_sae(cfg, 4)
-    wins = windows(m.tokenizer.encode(TEXT * 2), m.cfg.max_len, 100)
-    report, f = evaluate(m.params, m.cfg, cfg, p, wins)
-    want = torch_losses(m, cfg, p, wins)
+    docs = docs_of(m, LINES, 100)
+    report, f = evaluate(m.params, m.cfg, cfg, p, docs)
+    want = torch_losses(m, cfg, p, docs)
     for how in ("clean", "spliced", "zero"):
         assert abs(report["loss"][how] - want[how]) < 1e-10, how
     assert report["loss"]["spliced"] != report["loss"]["clean"]  # the splice changed something
@@ -294,15 +298,15 @@ def test_eval_and_features_print_what_the_library_computes(built, capsys, tmp_pa
                  "--max-tokens", "60"]) == 0  # fmt: skip
     got = json.loads(capsys.readouterr().out)
     cfg, p = saelens.read(d / "sae")
-    want, _ = evaluate(m.params, m.cfg, cfg, p, windows(m.tokenizer.encode(TEXT * 4), 24, 60))
+    want, _ = evaluate(m.params, m.cfg, cfg, p, docs_of(m, (TEXT * 4).split("\n"), 60))
     assert got["loss"] == want["loss"] and got["explained_variance"] == want["explained_variance"]
     page = tmp_path / "e.html"
     assert main(["sae", "eval", str(d / "sae"), str(d / "dec"), str(d / "c.txt"), "--html",
                  str(page), "--max-tokens", "60", "--cards", "2"]) == 0  # fmt: skip
     assert page.read_text().count('class="gf-card"') == 2 and "loss recovered" in page.read_text()
-    wins = windows(m.tokenizer.encode(TEXT * 4), 24, 60)
-    _, f = evaluate(m.params, m.cfg, cfg, p, wins)
-    (card,) = cards(m, cfg, p, wins, f, [1], k=5)
+    docs = docs_of(m, (TEXT * 4).split("\n"), 60)
+    _, f = evaluate(m.params, m.cfg, cfg, p, docs)
+    (card,) = cards(m, cfg, p, docs, f, [1], k=5)
     assert [e["value"] for e in card["examples"]] == sorted(f[:, 1], reverse=True)[:5]
     html = tmp_path / "f.html"
     args = ["sae", "features", str(d / "sae"), str(d / "dec"), "--store", str(d / "store")]

@@ -79,7 +79,9 @@ def add_parsers(sub) -> None:
     e = ss.add_parser("eval", help="reconstruction and the model's loss with the SAE spliced in")
     e.add_argument("sae", metavar="SAE", help="an SAE folder (ours or SAELens's)")
     e.add_argument("checkpoint", metavar="MODEL", help="the model it was made for")
-    e.add_argument("file", metavar="FILE", help="a text file, read as one stream of tokens")
+    e.add_argument(
+        "file", metavar="FILE", help="a text file, one document a line (as record-corpus reads)"
+    )
     e.add_argument(
         "--max-tokens", type=integer("--max-tokens", 2), default=2048, help="tokens (2048)"
     )
@@ -199,18 +201,18 @@ def _sae_and_model(args):
 
 
 def cmd_eval(args) -> int:
-    from glassformer.corpus.evaluate import cards, evaluate, windows
+    from glassformer.corpus.evaluate import cards, documents, evaluate
 
     _checked_outputs(args, {"SAE": args.sae, "MODEL": args.checkpoint, "FILE": args.file})
     cfg, p, m = _sae_and_model(args)
-    ids = m.tokenizer.encode(read_text(args.file))  # the whole text; cut into windows below
-    wins = windows(ids, m.cfg.max_len, args.max_tokens)
-    report, f = evaluate(m.params, m.cfg, cfg, p, wins)
+    lines = (m.tokenizer.encode(t) for t in read_text(args.file).split("\n") if t.strip())
+    docs = documents(lines, m.cfg.max_len, args.max_tokens)  # one a line, as a store reads them
+    report, f = evaluate(m.params, m.cfg, cfg, p, docs)
     page = None
     if args.html:
         alive = np.flatnonzero((f > 0).any(axis=0))
         chosen = alive[np.argsort(-f[:, alive].max(axis=0), kind="stable")][: args.cards]
-        page = _page(args, report, cards(m, cfg, p, wins, f, chosen))
+        page = _page(args, report, cards(m, cfg, p, docs, f, chosen))
     write_outputs(args, lambda: _text(report), data=report, data_what="the report", page=page)
     return 0
 

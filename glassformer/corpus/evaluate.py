@@ -1,7 +1,8 @@
 """An SAE judged on a model and a text, in the float64 reference engine, and its features' cards.
 
-`evaluate` cuts the text's tokens into windows of the model's context and runs each three or four
-times through the reference engine (`reference.forward` under `trace.intervene`):
+`evaluate` reads the text as a store does (one document a line, cut to the model's context:
+`documents`) and runs each document three times through the reference engine
+(`reference.forward` under `trace.intervene`):
 
 - clean: the model as it is; the SAE's input (and a transcoder's target) recorded there;
 - spliced: the SAE's step replaced by its reconstruction x̂ = SAE(x) (a transcoder's target step
@@ -35,12 +36,19 @@ from glassformer.trace import intervene, tracing
 RESIDUAL = (".out", ".add1", ".ffn.out", ".self_attn.Z", "decoder.input")
 
 
-def windows(ids: list[int], size: int, max_tokens: int) -> list[list[int]]:
-    """Consecutive windows of `size` tokens (the last may be shorter, none under 2) over the first
-    max_tokens ids."""
-    ids = list(ids)[:max_tokens]
-    out = [ids[i : i + size] for i in range(0, len(ids), size)]
-    return [w for w in out if len(w) >= 2]
+def documents(lines, size: int, max_tokens: int) -> list[list[int]]:
+    """The documents' token ids as a store holds them (record-corpus: one document a line, its
+    first `size` tokens, blank lines left out), until max_tokens tokens in all (the last cut).
+    `lines` may be lazy: none is read after the last one needed."""
+    out, left = [], max_tokens
+    for ids in lines:
+        ids = list(ids)[: min(size, left)]
+        if ids:
+            out.append(ids)
+            left -= len(ids)
+        if left <= 0:
+            break
+    return out
 
 
 def check_fits(cfg: SAEConfig, names: dict[str, int]) -> None:
@@ -93,13 +101,13 @@ def splice(cfg: SAEConfig, p: dict) -> dict:
     return {cfg.step: record, cfg.step_out: lambda y: forward(cfg, p, seen["x"])}
 
 
-def evaluate(params: dict, model_cfg, cfg: SAEConfig, p: dict, wins: list[list[int]]) -> dict:
-    """The report of the module docstring over the windows `wins`, and the rows' features."""
+def evaluate(params: dict, model_cfg, cfg: SAEConfig, p: dict, docs: list[list[int]]) -> dict:
+    """The report of the module docstring over the documents `docs`, and the rows' features."""
     target = cfg.step_out or cfg.step
     keep = tuple(dict.fromkeys([cfg.step, target]))
     loss = {"clean": 0.0, "spliced": 0.0, "zero": 0.0}
     count, xs, ys, fs = 0, [], [], []
-    for ids in wins:
+    for ids in docs:
         logits, rec = _run(params, model_cfg, ids, {}, keep)
         ce, n = _ce(logits, ids)
         loss["clean"] += ce
@@ -110,7 +118,7 @@ def evaluate(params: dict, model_cfg, cfg: SAEConfig, p: dict, wins: list[list[i
         loss["spliced"] += _ce(_run(params, model_cfg, ids, splice(cfg, p))[0], ids)[0]
         loss["zero"] += _ce(_run(params, model_cfg, ids, {target: np.zeros_like})[0], ids)[0]
     if count == 0:
-        raise GlassformerError("the text has fewer than 2 tokens: nothing to predict")
+        raise GlassformerError("the text has no line of 2 tokens or more: nothing to predict")
     x, y, f = np.concatenate(xs), np.concatenate(ys), np.concatenate(fs)
     recon = decode(cfg, p, f, x)
     err = ((recon - y) ** 2).sum()
@@ -155,11 +163,11 @@ def logit_effect(
 
 
 def cards(
-    m, cfg: SAEConfig, p: dict, wins: list[list[int]], f: np.ndarray, features, k: int = 8
+    m, cfg: SAEConfig, p: dict, docs: list[list[int]], f: np.ndarray, features, k: int = 8
 ) -> list[dict]:
-    """A card per feature: its top k contexts in `wins` (rows of f in window order) and logit
+    """A card per feature: its top k contexts in `docs` (rows of f in document order) and logit
     effect (top and bottom tokens)."""
-    where = [(w, t) for w, ids in enumerate(wins) for t in range(len(ids))]
+    where = [(w, t) for w, ids in enumerate(docs) for t in range(len(ids))]
     out = []
     for i in features:
         col = f[:, i]
@@ -167,7 +175,7 @@ def cards(
         examples = []
         for r in top:
             w, t = where[r]
-            ids = wins[w]
+            ids = docs[w]
             examples.append(
                 {
                     "before": m.decode(ids[max(0, t - 24) : t]),

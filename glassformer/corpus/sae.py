@@ -115,7 +115,7 @@ def encode(cfg: SAEConfig, p: dict, x: np.ndarray) -> np.ndarray:
         x = x - p["b_dec"]
     pre = x @ p["W_enc"] + p["b_enc"]
     if cfg.architecture == "topk":
-        keep = np.argsort(-pre, axis=-1, kind="stable")[..., : cfg.k]
+        keep = np.argpartition(-pre, cfg.k - 1, axis=-1)[..., : cfg.k]  # the k largest
         f = np.zeros_like(pre)
         np.put_along_axis(f, keep, np.maximum(np.take_along_axis(pre, keep, -1), 0.0), -1)
         return f
