@@ -282,7 +282,7 @@ def _check_explain_flags(args) -> None:
     """Options that contradict each other or say nothing, refused before the model is read."""
     if args.find_nan:
         shown = ("json", "html", "png", "only", "layers", "heads", "ablate", "patch_from", "why")
-        given = [f for f in shown if getattr(args, f) not in (None, [])]
+        given = [f for f in shown if getattr(args, f) not in (None, [], False)]
         if given:
             flag = given[0].replace("_", "-")
             raise GlassformerError(
