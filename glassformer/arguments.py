@@ -162,6 +162,7 @@ ARGS: dict[str, Arg] = {
     "max_tokens": Int("at least 1", 1),
     "shard_rows": Int("at least 1", 1),
     "check_rows": Int("an integer >= 0", 0),
+    "compare": Bool(),
     "progress": Function("a function of (done, total), or None"),
     "names": Strs(),
     "run": Of("a Run (Model.run makes one)", kinds=run_type),

@@ -597,6 +597,7 @@ class LookingInside:
         max_tokens: int | None = None,
         shard_rows: int | None = None,
         check_rows: int = 8,
+        compare: bool = True,
         progress: Callable[[int, int], None] | None = None,
     ):
         """The model over a whole corpus, the steps asked for stored on disk, one row per token
@@ -618,6 +619,8 @@ class LookingInside:
         max_tokens : at most this many rows (the documents after are left out)
         shard_rows : rows per shard (whole documents; default 64 MiB of values a shard)
         check_rows : rows recomputed by the float64 reference engine and compared with the store
+        compare : also time a plain forward pass over the first documents (up to 4096 rows), for
+            the cost beside it (plain_rows_per_second)
         progress : called with (documents done, documents) after each shard
 
         Returns
@@ -630,4 +633,5 @@ class LookingInside:
 
         how = dict(engine=engine, dtype=dtype, side=side, batch_size=batch_size)
         how |= dict(max_tokens=max_tokens, shard_rows=shard_rows, check_rows=check_rows)
+        how |= dict(compare=compare)
         return record.record_corpus(self.runtime, corpus, steps, out, progress=progress, **how)

@@ -126,6 +126,7 @@ def record_corpus(
     max_tokens: int | None = None,
     shard_rows: int | None = None,
     check_rows: int = 8,
+    compare: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> Recorded:
     """See `Model.record_corpus` (its arguments checked there); `m` is the Model's runtime."""
@@ -183,7 +184,7 @@ def record_corpus(
     store = S.open_store(out)
     check = _check(run, store, ids, dtype, check_rows, lo, hi)
     done = sum(s["rows"] for s in shards[len(kept) :])
-    plain = run.plain_rate(ids, lo, hi) if engine == "torch" else None
+    plain = run.plain_rate(ids, lo, hi) if engine == "torch" and compare else None
     return Recorded(
         str(out),
         store.rows,
@@ -321,13 +322,21 @@ def _steps(m, steps, side: str, engine: str, compute: str, first, first_src):
         if not any(n in per for n in matched):
             shown = ", ".join(matched[:3]) + (" ..." if len(matched) > 3 else "")
             of = f" of the {side} side" if side != "text" else ""
+            every = _cache(m, [first], ["*"], side, engine, compute, 1, srcs)
+            like = [n for n in every.names if _per_position(n, every[n], m.cfg, stack)]
+            like = [n for n in like if n.endswith((".0.out", ".0.ffn.hidden", "head0.C"))][:3]
             raise InputError(
                 f"{param('record_corpus.steps', g)}: {shown} {'is' if len(matched) == 1 else 'are'}"
-                f" not one row per token position{of} (attention weights are (T, T)); a store "
-                f"keeps steps like {', '.join(list(per)[:4])}"
+                f" not one row per token position{of}{_why(matched)}; a store "
+                f"keeps steps like {', '.join(like)}"
             )
     names = [n for n in cache.names if n in per]
     return names, {n: per[n] for n in names}
+
+
+def _why(names: list[str]) -> str:
+    maps = any(n.rsplit(".", 1)[-1] in ("A", "scores", "scaled", "mask") for n in names)
+    return " (attention weights are (T, T))" if maps else ""
 
 
 def _per_position(name: str, value: np.ndarray, cfg, stack: str) -> bool:
