@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from glassformer.cli.common import (
     apart,
@@ -124,19 +125,31 @@ def cmd_record_corpus(args) -> int:
             bar.n = done
             bar.refresh()
 
-        r = m.record_corpus(
-            args.corpus,
-            steps=args.steps,
-            out=args.out,
-            engine=args.engine,
-            dtype=args.dtype,
-            side=args.side,
-            batch_size=args.batch_size,
-            max_tokens=args.max_tokens,
-            shard_rows=args.shard_rows,
-            check_rows=args.check_rows,
-            progress=progress,
-        )
+        try:
+            r = m.record_corpus(
+                args.corpus,
+                steps=args.steps,
+                out=args.out,
+                engine=args.engine,
+                dtype=args.dtype,
+                side=args.side,
+                batch_size=args.batch_size,
+                max_tokens=args.max_tokens,
+                shard_rows=args.shard_rows,
+                check_rows=args.check_rows,
+                progress=progress,
+            )
+        except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the complete shards stay
+            from glassformer import interrupts
+            from glassformer.errors import Interrupted
+
+            signum = interrupts.acted_on(e)
+            kept = len(list(Path(args.out).glob("shard-*"))) if Path(args.out).is_dir() else 0
+            raise Interrupted(
+                signum,
+                f"interrupted: {kept} complete shard{'s' * (kept != 1)} kept in {args.out}; run "
+                "the same command again to continue",
+            ) from None
     if _rank0():
         print(summary(r))
     return 0 if r.check["ok"] else 1
