@@ -81,13 +81,8 @@ def add_parsers(sub) -> None:
         default=0,
         help="split each FFN node into its K hidden units of largest effect (and the rest)",
     )
-    c.add_argument("--json", metavar="FILE", help="write the graph as JSON to FILE ('-' stdout)")
-    c.add_argument(
-        "--html", metavar="FILE", help="write the graph as a self-contained HTML page ('-' stdout)"
-    )
-    overwrite_arg(c)
-    threads_arg(c)
-    c.set_defaults(func=cmd_circuit, png=None)
+    _output_args(c, "the graph")
+    c.set_defaults(func=cmd_circuit)
 
     q = sub.add_parser(
         "qk",
@@ -107,13 +102,8 @@ def add_parsers(sub) -> None:
     q.add_argument(
         "--decoder", help="decoder text for an encoder-decoder (default: its greedy translation)"
     )
-    q.add_argument("--json", metavar="FILE", help="write the table as JSON to FILE ('-' stdout)")
-    q.add_argument(
-        "--html", metavar="FILE", help="write the table as a self-contained HTML page ('-' stdout)"
-    )
-    overwrite_arg(q)
-    threads_arg(q)
-    q.set_defaults(func=cmd_qk, png=None)
+    _output_args(q, "the table")
+    q.set_defaults(func=cmd_qk)
 
     at = sub.add_parser(
         "attribute",
@@ -159,9 +149,14 @@ def _model_text_args(p) -> None:
     p.add_argument(
         "--target", help="decoder text for an encoder-decoder (default: its greedy translation)"
     )
-    p.add_argument("--json", metavar="FILE", help="write the result as JSON to FILE ('-' stdout)")
+    _output_args(p, "the result")
+
+
+def _output_args(p, what: str) -> None:
+    """--json and --html (no PNG), --overwrite and --threads, as every probe takes them."""
+    p.add_argument("--json", metavar="FILE", help=f"write {what} as JSON to FILE ('-' stdout)")
     p.add_argument(
-        "--html", metavar="FILE", help="write the result as a self-contained HTML page ('-' stdout)"
+        "--html", metavar="FILE", help=f"write {what} as a self-contained HTML page ('-' stdout)"
     )
     overwrite_arg(p)
     threads_arg(p)
