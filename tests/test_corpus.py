@@ -368,3 +368,21 @@ def test_two_processes_under_torchrun_equal_one(clean, corpus, tmp_path):
         assert np.array_equal(one.row_files(k), two.row_files(k)), k
     for n in one.steps:
         assert scaled_error(two.column(n), one.column(n).astype(np.float64)) < 1e-6, n
+
+
+def test_top_ranks_an_sae_feature_as_the_sae_computes_it(clean, tmp_path):
+    """`top --unit feature:N --sae SAE` (the SAE folder read by corpus/saelens.py): the best rows
+    equal a sort of the feature computed by the SAE's own NumPy encoder over the whole column."""
+    from glassformer.corpus import sae, saelens
+
+    argv = ["sae", "train", str(clean), "--step", "decoder.1.ffn.hidden", "--features", "16",
+            "--steps", "5", "--batch-size", "64", "--out", str(tmp_path / "sae"),
+            "--quiet"]  # fmt: skip
+    assert main(argv) == 0
+    st = S.open_store(clean)
+    cfg, p = saelens.read(tmp_path / "sae")
+    f = sae.encode(cfg, p, st.column(cfg.step).astype(np.float64))[:, 3]
+    order = np.lexsort((np.arange(len(f)), -f))[:5]
+    top = top_examples(st, "feature:3", k=5, sae=tmp_path / "sae", chunk_rows=50)
+    assert [e["row"] for e in top.examples] == order.tolist()
+    assert np.allclose([e["value"] for e in top.examples], f[order], rtol=1e-12)
