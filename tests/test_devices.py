@@ -133,7 +133,7 @@ def test_every_command_that_computes_takes_threads():
 
     sub = next(a for a in build_parser()._actions if a.dest == "command").choices
     computing = ["walkthrough", "explain", "lens", "attribute", "generate", "translate", "train"]
-    computing += ["eval", "embed", "classify", "serve", "diff", "faithfulness"]
+    computing += ["eval", "embed", "classify", "serve", "diff", "faithfulness", "record-corpus"]
     for name in computing:
         assert "--threads" in sub[name]._option_string_actions, name
     for name in ("generate", "translate", "embed", "classify", "eval", "train"):
