@@ -49,7 +49,10 @@ class Stores:
         """`Top.to_dict()` of the unit `body["unit"]` over the model's store: k examples."""
         st = self.of(model_id, m)
         if st is None:
-            raise NotFound("no store of activations of this model: serve it with --store DIR")
+            raise NotFound(
+                "no store of activations of this model was given to the explorer: start it with a "
+                "store recorded from this model"
+            )
         unit = fields.text(body, "unit")
         k = fields.integer(body, "k", 1, MAX_K, default=10)
         return top_examples(st, unit, k=k, before=16, after=4).to_dict()
