@@ -84,3 +84,19 @@ def test_a_cards_top_examples_in_chromium(browser, server, stored):  # noqa: F81
         ".top-box')"
     )
     no_errors_and_nothing_leaves(driver, server)
+
+
+def test_the_store_and_top_actions(stored):
+    """The actions behind the box: a model with its store lists the store's steps and answers
+    top as top_examples does; a model without one lists none and refuses top (404)."""
+    from glassformer.serve.sessions import NotFound
+
+    with_store = Explorer(Registry([CHAR_LM], walkthroughs=False), stores=[stored])
+    assert with_store.store({"model": "char-lm"})["steps"] == list(stored.steps)
+    got = with_store.top({"model": "char-lm", "unit": "decoder.1.ffn.hidden:7", "k": 3})
+    want = top_examples(stored, "decoder.1.ffn.hidden:7", k=3)
+    assert [e["row"] for e in got["examples"]] == [e["row"] for e in want.examples]
+    without = Explorer(Registry([CHAR_LM], walkthroughs=False))
+    assert without.store({"model": "char-lm"}) == {"store": None, "steps": [], "rows": 0}
+    with pytest.raises(NotFound, match="no store of activations"):
+        without.top({"model": "char-lm", "unit": "decoder.1.ffn.hidden:7"})
