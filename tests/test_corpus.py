@@ -386,3 +386,30 @@ def test_top_ranks_an_sae_feature_as_the_sae_computes_it(clean, tmp_path):
     top = top_examples(st, "feature:3", k=5, sae=tmp_path / "sae", chunk_rows=50)
     assert [e["row"] for e in top.examples] == order.tolist()
     assert np.allclose([e["value"] for e in top.examples], f[order], rtol=1e-12)
+
+
+HOLD = """
+import sys, time
+from glassformer import files
+with files.locked(sys.argv[1], "record-corpus"):
+    print("held", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_one_writer_per_folder(corpus, tmp_path, capsys):
+    """A second record-corpus into a folder another process is writing (holding its lock) is
+    refused in one line naming that process, and writes nothing there."""
+    out = tmp_path / "s"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE,
+                              text=True, env=env)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        err = refused(["record-corpus", ROOT / "models" / "char-lm", corpus, "--steps", STEPS,
+                       "--out", out], capsys)  # fmt: skip
+        assert f"process {holder.pid}" in err and "is in use" in err
+        assert not out.exists()
+    finally:
+        holder.kill()
+        holder.wait()
