@@ -75,8 +75,9 @@ def commands(body: str) -> list[str]:
 
 def quick(cmd: str, valid: Path) -> str:
     """A training command stopped after 5 steps, evaluated on 8 validation pairs (translate and
-    classify) or 2 batches (lm); a resumed one goes 2 steps further. Nothing else changes."""
-    if " train " not in f" {cmd} ":
+    classify) or 2 batches (lm); a resumed one goes 2 steps further. Nothing else changes (`sae
+    train` is not `train`: its page's run is already small)."""
+    if " train " not in f" {cmd} " or " sae train " in f" {cmd} ":
         return cmd
     extra = list(QUICK)
     if "--resume" in cmd:

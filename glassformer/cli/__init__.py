@@ -29,6 +29,8 @@
     glassformer exercises [start N [DIR] | check N FILE]   (the graded path, checked)
     glassformer diff MODEL "text" [--engines reference,torch,float32,int8,hf] [--tol 1e-6]
                      [--json FILE] [--html FILE]   (where engines part, step by step)
+    glassformer sae train DIR --step NAME --features F (--l1 L | --topk K) --out SAE [--resume]
+    glassformer sae eval SAE MODEL FILE [--html F]   (sparse autoencoders on a store's step)
     glassformer record-corpus MODEL FILE --steps GLOBS --out DIR [--engine torch|reference]
                      [--dtype float32|float64|int8] [--side source|target] [--max-tokens N]
                      (activations over a corpus, on disk; resumable; under torchrun too)
