@@ -105,7 +105,7 @@ WINGS = {
         "steering",
     },
     "training": {"train", "checkpoint", "tasks", "views", "autoencoder"},
-    "corpus": {"store", "sae", "saelens", "evaluate", "record", "top"},
+    "corpus": {"store", "sae", "saelens", "evaluate", "record", "top", "hooks"},
 }
 TOP = {"glassformer.cli", "glassformer.serve", "glassformer.explain", "glassformer.engine_diff"}
 ABOVE = {  # wing -> the wings and modules above it

@@ -11,8 +11,9 @@ A document longer than max_len is cut to it (counted in the index's "truncated")
 
 How it runs:
   - the engine: PyTorch (float32, or float64 when the store is float64) in batches of
-    `batch_size` documents, through `activations.run_with_cache` (an intervention that reads each
-    step unchanged); or the reference engine (float64), a document at a time;
+    `batch_size` documents, the steps read by forward hooks on its fast path (`hooks.py`), or,
+    for a step no hook reads, through `activations.run_with_cache` (an intervention that reads
+    each step unchanged); or the reference engine (float64), a document at a time;
   - only steps with one row per token position of the side read (residual streams, a head's Q, K,
     V or C, an FFN's hidden layer, logits): a step named outright that is not per position (a
     head's attention weights, (T, T)) is refused, a glob keeps its per-position matches;
@@ -43,7 +44,6 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -52,6 +52,7 @@ from pathlib import Path
 import numpy as np
 
 from glassformer import activations, data, files
+from glassformer.corpus import hooks
 from glassformer.corpus import store as S
 from glassformer.errors import GlassformerError, InputError, param
 from glassformer.results import Result
@@ -353,59 +354,6 @@ def _cache(m, ids, names, side, engine, compute, batch_size, src=None):
     return activations.run_with_cache(m, texts, names, targets, engine, dtype, batch_size)
 
 
-# Steps the fast path reads by forward hooks, the engine's code unchanged and on its fast path
-# (SDPA, no trace): name pattern -> (module under "{stack}.layers.{layer}", what is read).
-_S, _L, _KIND = r"(?P<s>encoder|decoder)", r"(?P<l>\d+)", r"(?P<kind>self_attn|cross_attn)"
-_HOOKED = [
-    (rf"{_S}\.{_L}\.out", "{s}.layers.{l}", "output"),
-    (rf"{_S}\.{_L}\.norm(?P<k>\d)\.out", "{s}.layers.{l}.norm{k}", "output"),
-    (rf"{_S}\.norm\.out", "{s}.norm", "output"),
-    (rf"{_S}\.{_L}\.ffn\.hidden", "{s}.layers.{l}.ffn.w2", "input"),
-    (rf"{_S}\.{_L}\.ffn\.out", "{s}.layers.{l}.ffn", "output"),
-    (rf"{_S}\.{_L}\.{_KIND}\.concat", "{s}.layers.{l}.{kind}.o", "input"),
-    (rf"{_S}\.{_L}\.{_KIND}\.Z", "{s}.layers.{l}.{kind}", "output"),
-    (rf"{_S}\.{_L}\.{_KIND}\.head(?P<h>\d+)\.C", "{s}.layers.{l}.{kind}.o", "input"),
-]
-
-
-def _hooked(name: str) -> tuple[str, str, int | None] | None:
-    """(module path, "input" or "output", a head's number or None) of a step the fast path reads
-    by a forward hook, or None (then the steps are read through `activations.run_with_cache`).
-    A head's C is its slice of the concatenated heads that the output projection reads."""
-    for pattern, path, what in _HOOKED:
-        m = re.fullmatch(pattern, name)
-        if m:
-            head = m.groupdict().get("h")
-            return path.format(**m.groupdict()), what, None if head is None else int(head)
-    return None
-
-
-def _fast(m, model, names, stacks: dict) -> dict:
-    """{name: (B, T, width) NumPy} of the hooked steps of one forward pass of `model`."""
-    modules, got, hooks = dict(model.named_modules()), {}, []
-    D = m.cfg.head_dim
-    for name in names:
-        path, what, head = _hooked(name)
-
-        def keep(module, args, output=None, name=name, what=what, head=head):
-            x = args[0] if what == "input" else output[0] if isinstance(output, tuple) else output
-            x = x if head is None else x[..., head * D : (head + 1) * D]
-            got[name] = x.detach().cpu().numpy()
-
-        module = modules[path]
-        hooks.append(
-            module.register_forward_pre_hook(keep)
-            if what == "input"
-            else module.register_forward_hook(keep)
-        )
-    try:
-        activations._torch_forward(model, m.cfg, m.params)(stacks)
-    finally:
-        for h in hooks:
-            h.remove()
-    return got
-
-
 class _Run:
     """The shards of one rank: documents batched through the engine, rows kept in memory until a
     shard's worth, then written whole."""
@@ -478,10 +426,10 @@ class _Run:
         """{name: (B, T, width)} of a batch of documents: by hooks on the fast path when every
         step allows (the PyTorch engine in float32 or float64), else `run_with_cache`."""
         src = None if self.src is None else [self.src[d] for d in docs]
-        fast = engine == "torch" and all(_hooked(n) for n in self.names)
+        fast = engine == "torch" and all(hooks.hooked(n) for n in self.names)
         if not fast:
             return _cache(self.m, ids, self.names, self.side, engine, compute, self.batch_size, src)
-        return _fast(self.m, self.m.torch(compute), self.names, self.stacks(ids, src))
+        return hooks.read(self.m, self.m.torch(compute), self.names, self.stacks(ids, src))
 
     def stacks(self, ids, src) -> dict:
         """The engine's input of a batch: {stack: [ids per text]}."""
