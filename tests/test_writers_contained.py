@@ -459,6 +459,7 @@ CONTAINED = {
     "files.write_file", "write_file", "files.building", "write_directory", "files.locked",
     "weights.save", "m.save", "m.export_hf", "files.check_writable", "write_text",
     "write_json", "write_outputs", "exercises.start", "S.write_json",
+    "files.write_directory", "saelens.write", "save_run",
 }  # fmt: skip
 ALSO_TO_MEMORY = {
     "training/checkpoint.py:save_checkpoint": {"torch.save"},

@@ -391,7 +391,7 @@ def output_folder(path: str, overwrite: bool, what: str = "") -> Path:
     return p
 
 
-FOLDER_INPUTS = ("CHECKPOINT", "HF_DIR", "CKPT", "--init")  # the inputs that are folders
+FOLDER_INPUTS = ("CHECKPOINT", "HF_DIR", "CKPT", "--init", "DIR", "SAE", "--store")  # folders
 
 
 def apart(outputs: dict[str, str | None], inputs: dict[str, str | None]) -> None:

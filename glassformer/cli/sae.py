@@ -203,7 +203,7 @@ def _sae_and_model(args):
 def cmd_eval(args) -> int:
     from glassformer.corpus.evaluate import cards, documents, evaluate
 
-    _checked_outputs(args, {"SAE": args.sae, "MODEL": args.checkpoint, "FILE": args.file})
+    _checked_outputs(args, {"SAE": args.sae, "CHECKPOINT": args.checkpoint, "FILE": args.file})
     cfg, p, m = _sae_and_model(args)
     lines = (m.tokenizer.encode(t) for t in read_text(args.file).split("\n") if t.strip())
     docs = documents(lines, m.cfg.max_len, args.max_tokens)  # one a line, as a store reads them
@@ -247,7 +247,7 @@ def cmd_features(args) -> int:
     from glassformer.corpus.evaluate import store_cards
     from glassformer.corpus.store import open_store
 
-    _checked_outputs(args, {"SAE": args.sae, "MODEL": args.checkpoint, "--store": args.store})
+    _checked_outputs(args, {"SAE": args.sae, "CHECKPOINT": args.checkpoint, "--store": args.store})
     cfg, p, m = _sae_and_model(args)
     store = open_store(args.store)
     features = args.feature or list(range(min(8, cfg.d_sae)))
