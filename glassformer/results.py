@@ -148,8 +148,8 @@ class QK(Result):
         return _without_none(d, "source") | self.parts
 
     def _title(self) -> str:
-        p = self.parts
-        return f"{p['head']}: {self.query_token!r} (query {p['i']}) -> {self.key_token!r} (key {p['j']})"
+        p, q, k = self.parts, self.query_token, self.key_token
+        return f"{p['head']}: {q!r} (query {p['i']}) -> {k!r} (key {p['j']})"
 
     def _lines(self) -> list[tuple[str, str]]:
         p = self.parts

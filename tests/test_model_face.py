@@ -30,8 +30,8 @@ PUBLIC = {
     "encode", "decode", "tokens",
     # the verbs
     "generate", "stream", "record", "translate", "alignments", "embed", "classify", "evaluate",
-    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "lens", "circuit", "qk",
-    "attribute", "faithfulness", "explain_choice", "steer", "steered", "record_corpus",
+    "run", "trace", "run_with_cache", "result", "ablate", "patch", "intervene", "steer", "steered",
+    "lens", "circuit", "qk", "attribute", "faithfulness", "explain_choice", "record_corpus",
     "save", "export_hf",
 }  # fmt: skip
 

@@ -32,7 +32,9 @@ def test_the_choice_the_graph_and_the_head_agree(translated):
     part = choice["parting"]
     assert (part["step"], part["token"], part["versus"]) == (2, "␣el", "␣mundo")
     assert graph["logit"] == pytest.approx(part["logprob_gap"], abs=1e-10)
-    assert graph["target"] == f"logit[{part['token_id']}] - logit[{part['versus_id']}] at position 2"
+    assert (
+        graph["target"] == f"logit[{part['token_id']}] - logit[{part['versus_id']}] at position 2"
+    )
     assert graph["error"] < 1e-10
     direct = {e["from"]: abs(e["weight"]) for e in graph["edges"] if e["to"] == "logit"}
     heads = {n: w for n, w in direct.items() if ".head" in n}
