@@ -179,8 +179,8 @@ def run_with_cache(m, texts, names, targets, engine, dtype, batch_size) -> Activ
             f"targets: only an encoder-decoder's decoder reads targets; {m.name} is "
             f"arch={cfg.arch!r}: drop targets"
         )
-    run = _torch_forward(model, cfg, m.params) if model is not None else _reference(cfg, m.params)
-    globs = _globs(names)
+    run = torch_forward(model, cfg, m.params) if model is not None else _reference(cfg, m.params)
+    globs = step_globs(names)
     one = {k: [v[0][:1]] for k, v in stacks.items()}  # one token of each stack
     order = _order(run, one, engine)
     wanted = _select(
@@ -270,7 +270,8 @@ def _targets(m, targets, n: int) -> list[list[int]]:
     return _inputs(m, given, "targets")
 
 
-def _globs(names) -> list[str]:
+def step_globs(names) -> list[str]:
+    """The step globs `names` asks for: None is every step; "a,b" and lists are split."""
     if names is None:
         return ["*"]
     parts = [names] if isinstance(names, str) else list(names)
@@ -350,7 +351,7 @@ def _reference(cfg, params):
     return run
 
 
-def _torch_forward(model, cfg, params):
+def torch_forward(model, cfg, params):
     """The PyTorch engine's forward of a batch: {stack: [ids per text]}, padded on the right."""
     import torch
 

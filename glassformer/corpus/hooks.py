@@ -60,7 +60,7 @@ def read(m, model, names, stacks: dict) -> dict:
             else module.register_forward_hook(keep)
         )
     try:
-        activations._torch_forward(model, m.cfg, m.params)(stacks)
+        activations.torch_forward(model, m.cfg, m.params)(stacks)
     finally:
         for h in hooks:
             h.remove()

@@ -313,7 +313,7 @@ def _block(ids: list[np.ndarray], rank: int, world: int) -> tuple[int, int]:
 
 def _steps(m, steps, side: str, engine: str, compute: str, first, first_src):
     """(the step names kept, {name: width}): the globs' per-position matches on one document."""
-    globs = activations._globs(steps)
+    globs = activations.step_globs(steps)
     srcs = None if first_src is None else [first_src]
     cache = _cache(m, [first], globs, side, engine, compute, 1, srcs)
     stack = "encoder" if m.cfg.arch == "encoder" or side == "source" else "decoder"
@@ -449,7 +449,7 @@ class _Run:
             if len(ids[d]) and rows < PLAIN_ROWS:
                 docs.append(d)
                 rows += len(ids[d])
-        forward = activations._torch_forward(model, self.m.cfg, self.m.params)
+        forward = activations.torch_forward(model, self.m.cfg, self.m.params)
         started = time.perf_counter()
         for at in range(0, len(docs), self.batch_size):
             batch = docs[at : at + self.batch_size]
