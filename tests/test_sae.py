@@ -289,6 +289,38 @@ def test_a_resumed_run_ends_equal_to_an_uninterrupted_one(built, tmp_path):
         assert torch.equal(v["exp_avg_sq"], tb["optimizer"]["state"][k]["exp_avg_sq"])
 
 
+def test_ctrl_c_keeps_the_work_and_resume_ends_where_an_uninterrupted_run_does(
+    built, tmp_path, capsys, monkeypatch
+):
+    import os
+    import signal
+
+    from glassformer.training import autoencoder as A
+
+    d, _ = built
+    base = ["sae", "train", str(d / "store"), "--step", "decoder.0.out", "--features", "24"]
+    base += ["--steps", "12", "--batch-size", "16", "--l1", "0.5", "--quiet", "--out"]
+    assert main([*base, str(tmp_path / "whole")]) == 0
+    real = A.step_once
+
+    def stepping(run, x, y, tcfg):  # a Ctrl-C arrives during step 5
+        row = real(run, x, y, tcfg)
+        if run.step == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+        return row
+
+    monkeypatch.setattr(A, "step_once", stepping)
+    capsys.readouterr()
+    assert main([*base, str(tmp_path / "split")]) == 130
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "interrupted at step 5;" in err[0], err
+    assert torch.load(tmp_path / "split" / "training_state.pt", weights_only=True)["step"] == 5
+    monkeypatch.setattr(A, "step_once", real)
+    assert main([*base, str(tmp_path / "split"), "--resume"]) == 0
+    a, b = saelens.read(tmp_path / "whole")[1], saelens.read(tmp_path / "split")[1]
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
 # -- the command line -----------------------------------------------------------------------------
 
 
