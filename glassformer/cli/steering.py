@@ -81,11 +81,14 @@ def steering_args(p) -> None:
 def check_steering(args, inputs: dict[str, str | None]) -> None:
     """Before the model is read: the steering options fit together, the report files may be
     written (not onto an input)."""
-    ways = [args.steer, args.steer_vector, args.steer_feature]
-    given = any(w is not None for w in ways)
-    if sum(w is not None for w in ways) > 1:
+    ways = {"--steer": args.steer, "--steer-vector": args.steer_vector}
+    ways["--steer-feature"] = args.steer_feature
+    named = [flag for flag, v in ways.items() if v is not None]
+    given = bool(named)
+    if len(named) > 1:
         raise GlassformerError(
-            "give --steer 'TEXT_A|TEXT_B', --steer-vector FILE.npy or --steer-feature N, not two"
+            "give one of --steer 'TEXT_A|TEXT_B', --steer-vector FILE.npy and --steer-feature N, "
+            f"not both {named[0]} and {named[1]}"
         )
     if (args.steer_feature is None) != (args.sae is None):
         raise GlassformerError("--steer-feature N and --sae SAE go together: give both")
