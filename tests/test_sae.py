@@ -209,6 +209,23 @@ def test_a_saelens_folder_loads_onto_an_imported_gpt2(tmp_path):
         assert np.abs(np.asarray(tr[sae_cfg.step]) - hidden[block][0].double().numpy()).max() < 1e-5
 
 
+def test_a_saelens_folder_reads_texts_as_saelens_made_it(built, capsys, tmp_path):
+    """SAELens's defaults, not written in its cfg.json: texts start with BOS (prepend_bos) and a
+    residual SAE reads TransformerLens's centred stream."""
+    d, m = built
+    folder = saelens_folder(tmp_path / "s", {"d_in": 16, "d_sae": 8,
+                            "hook_name": "blocks.0.hook_resid_post"}, 16, 8)  # fmt: skip
+    cfg, p = saelens.read(folder)
+    assert cfg.prepend_bos and cfg.center and cfg.step == "decoder.0.out"
+    capsys.readouterr()
+    assert main(["sae", "eval", str(folder), str(d / "dec"), str(d / "c.txt"), "--json", "-"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    bos = m.tokenizer.bos_id
+    lines = [[bos, *m.tokenizer.encode(t)] for t in (TEXT * 4).split("\n") if t.strip()]
+    want, _ = evaluate(m.params, m.cfg, cfg, p, documents(lines, m.cfg.max_len, 2048))
+    assert got["loss"] == want["loss"] and got["rows"] == want["rows"] == 4 * 24
+
+
 # -- the model with the SAE spliced in ------------------------------------------------------------
 
 

@@ -23,6 +23,7 @@ from glassformer.cli.common import (
     apart,
     integer,
     load_model,
+    note,
     output_file,
     output_folder,
     overwrite_arg,
@@ -205,7 +206,10 @@ def cmd_eval(args) -> int:
 
     _checked_outputs(args, {"SAE": args.sae, "CHECKPOINT": args.checkpoint, "FILE": args.file})
     cfg, p, m = _sae_and_model(args)
-    lines = (m.tokenizer.encode(t) for t in read_text(args.file).split("\n") if t.strip())
+    bos = [m.tokenizer.bos_id] if cfg.prepend_bos and m.tokenizer.bos_id is not None else []
+    if cfg.prepend_bos and not bos:
+        note("the SAE was made on texts that start with BOS, and this tokenizer has none")
+    lines = (bos + m.tokenizer.encode(t) for t in read_text(args.file).split("\n") if t.strip())
     docs = documents(lines, m.cfg.max_len, args.max_tokens)  # one a line, as a store reads them
     report, f = evaluate(m.params, m.cfg, cfg, p, docs)
     page = None

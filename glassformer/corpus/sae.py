@@ -57,6 +57,7 @@ class SAEConfig:
     center: bool = False  # the input is centered first (TransformerLens's centered stream)
     model_name: str = ""
     hook_name: str = ""  # SAELens's name for `step`, when known
+    prepend_bos: bool = False  # it read texts that start with the tokenizer's BOS (SAELens's)
 
     @property
     def out(self) -> int:

@@ -28,7 +28,8 @@ ln_final.hook_normalized -> decoder.norm.normalized. TransformerLens loads GPT-2
 center_writing_weights: every write into the residual stream has mean 0, so its stream is ours
 minus its mean over d_model. An SAE of such a step, unless its model_from_pretrained_kwargs say
 center_writing_weights false, is read with `center`: its input is centered first and the mean
-added back to its reconstruction (what the model's next LayerNorm does not see either way).
+added back to its reconstruction (what the model's next LayerNorm does not see either way). Its texts
+start with BOS unless its prepend_bos says false (SAELens's default: true); ours say false.
 
 Deliberately not here: the SAE's maths and training (`sae.py`).
 """
@@ -169,6 +170,7 @@ def _config(path: Path, d: dict) -> SAEConfig:
         center=center,
         model_name=str(get("model_name", "") or ""),
         hook_name=hook,
+        prepend_bos=bool(get("prepend_bos", True)),  # SAELens's default when it is not said
     )
 
 
@@ -235,7 +237,7 @@ def config_dict(cfg: SAEConfig) -> dict:
         "hook_name": hook,
         "hook_layer": layer,
         "hook_head_index": None,
-        "prepend_bos": False,
+        "prepend_bos": cfg.prepend_bos,
         "model_from_pretrained_kwargs": {"center_writing_weights": cfg.center},
         "glassformer": {"step": cfg.step, "step_out": cfg.step_out},
     }
