@@ -14,6 +14,7 @@ options, the progress bar and the printed report.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -125,6 +126,10 @@ def cmd_train(args) -> int:
     apart({"--out": args.out}, {"DIR": args.store})
     if not args.resume:
         output_folder(args.out, args.overwrite)
+    elif not Path(args.out).is_dir():
+        raise GlassformerError(
+            f"--resume: {args.out} holds no SAE run; leave --resume out to start"
+        )
     store = open_store(args.store)
     x = StoreRows(store, args.step)
     y = StoreRows(store, args.transcoder_to) if args.transcoder_to else None
@@ -161,12 +166,16 @@ def cmd_train(args) -> int:
 
 
 class _bar:  # noqa: N801 (a callback)
-    def __init__(self, total: int, quiet: bool):
-        from tqdm import tqdm
+    """The progress bar, drawn from the first step trained (a refusal before it draws none)."""
 
-        self.bar = None if quiet else tqdm(total=total, unit="step", file=sys.stderr)
+    def __init__(self, total: int, quiet: bool):
+        self.total, self.quiet, self.bar = total, quiet, None
 
     def __call__(self, row: dict) -> None:
+        if self.bar is None and not self.quiet:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, initial=row["step"] - 1, unit="step", file=sys.stderr)
         if self.bar is not None:
             self.bar.n = row["step"]
             self.bar.set_postfix(
