@@ -68,6 +68,14 @@ def add_parsers(sub) -> None:
         help="a store of activations (record-corpus --out); the cards of the steps it holds, for "
         "the model it was recorded from, show a unit's top examples (repeatable)",
     )
+    s.add_argument(
+        "--sae",
+        action="append",
+        default=[],
+        metavar="SAE",
+        help="an SAE folder (glassformer sae train, or SAELens's): the card of the step it reads "
+        "shows a feature's top examples in the --store and its logit effect (repeatable)",
+    )
     s.set_defaults(func=cmd_serve)
 
 
@@ -85,10 +93,15 @@ def cmd_serve(args) -> int:
         raise GlassformerError("nothing to serve: give MODEL_DIRs or leave out --no-walkthroughs")
     dtype = engine_dtype(args, "float64")
     registry = Registry(args.models, walkthroughs=not args.no_walkthroughs, dtype=dtype)
+    from glassformer.corpus import saelens
     from glassformer.corpus.store import open_store
 
     stores = [open_store(d) for d in args.store]  # each refused in one line before serving
-    explorer = Explorer(registry, cache_bytes=args.cache_mb * 2**20, view=args.view, stores=stores)
+    saes = [(d, *saelens.read(d)) for d in args.sae]
+    if saes and not stores:
+        raise GlassformerError("--sae shows features' top examples in a store: add --store DIR")
+    cache = args.cache_mb * 2**20
+    explorer = Explorer(registry, cache_bytes=cache, view=args.view, stores=stores, saes=saes)
     server, sock, url = make_server(explorer, args.host, args.port)
     if not is_loopback(sock.getsockname()[0]):  # what was bound, however it was spelt
         print(

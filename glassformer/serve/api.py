@@ -73,12 +73,17 @@ class Explorer:
     """The registry, the run cache and the actions over them."""
 
     def __init__(
-        self, registry: Registry, cache_bytes: int = 512 * 2**20, view: str = "auto", stores=()
+        self,
+        registry: Registry,
+        cache_bytes: int = 512 * 2**20,
+        view: str = "auto",
+        stores=(),
+        saes=(),
     ):
         if view not in runs.VIEWS:
             raise ValueError(f"view is one of {', '.join(runs.VIEWS)}, not {view!r}")
         self.registry = registry
-        self.stores = Stores(stores)  # `serve --store DIR`: stores of activations
+        self.stores = Stores(stores, saes)  # `serve --store DIR [--sae SAE]`: activations
         self.cache = RunCache(cache_bytes)
         self.view = view  # which runs are float32 views (`runs.view_of`)
         self._layouts: OrderedDict = OrderedDict()  # see `_layout`

@@ -41,7 +41,7 @@ FIELDS = {
     "generate": ("model", "text", *DECODING, *STEERING),
     "choice": ("model", "src", "n_prompt", "kept", "dropped", "length_penalty"),
     "overview": ("model",), "views": ("model",),
-    "store": ("model",), "top": ("model", "unit", "k"),
+    "store": ("model",), "top": ("model", "unit", "k", "sae"),
 }  # fmt: skip
 HEAD_FIELDS = ("stack", "kind", "layer", "head")
 
