@@ -28,8 +28,8 @@ ln_final.hook_normalized -> decoder.norm.normalized. TransformerLens loads GPT-2
 center_writing_weights: every write into the residual stream has mean 0, so its stream is ours
 minus its mean over d_model. An SAE of such a step, unless its model_from_pretrained_kwargs say
 center_writing_weights false, is read with `center`: its input is centered first and the mean
-added back to its reconstruction (what the model's next LayerNorm does not see either way). Its texts
-start with BOS unless its prepend_bos says false (SAELens's default: true); ours say false.
+added back to its reconstruction (what the model's next LayerNorm does not see either way). Its
+texts start with BOS unless its prepend_bos says false (SAELens's default: true); ours say false.
 
 Deliberately not here: the SAE's maths and training (`sae.py`).
 """
