@@ -125,7 +125,9 @@ CASES = {
     "topk": SAEConfig(d_in=6, d_sae=10, step="decoder.0.out", architecture="topk", k=7),
     "centered": SAEConfig(d_in=6, d_sae=10, step="decoder.0.out", center=True),
     "no-b_dec-in": SAEConfig(d_in=6, d_sae=10, step="decoder.0.out", apply_b_dec_to_input=False),
-    "transcoder": SAEConfig(d_in=6, d_sae=10, step="a", d_out=4, step_out="b"),
+    "transcoder": SAEConfig(
+        d_in=6, d_sae=10, step="a", d_out=4, step_out="b", apply_b_dec_to_input=False
+    ),
 }
 
 
@@ -166,6 +168,30 @@ def test_our_folder_round_trips(case, tmp_path):
     assert d["architecture"] == case and d["hook_name"] == "blocks.0.hook_resid_post"
     if cfg.transcoder:
         assert (d["d_out"], d["hook_name_out"]) == (4, "blocks.0.hook_mlp_out")
+
+
+@pytest.mark.parametrize("case", ["standard", "topk", "transcoder"])
+def test_saelens_itself_reads_our_folder(case, tmp_path):
+    """Where SAELens is installed: its SAE.load_from_disk (Transcoder's for a transcoder) reads
+    our folder and computes our forward pass (float32). Run on 2026-12-04 with sae-lens 6.54.12
+    (its training-only dependencies stubbed): max |diff| 6.0e-07, 5.8e-07, 5.8e-07."""
+    pytest.importorskip("sae_lens")
+    from sae_lens import SAE
+    from sae_lens.saes.transcoder import Transcoder
+
+    cfg = SAEConfig(**{**CASES[case].__dict__, "step": "decoder.1.out"})
+    if cfg.transcoder:
+        cfg = SAEConfig(
+            **{**cfg.__dict__, "step": "decoder.1.add1", "step_out": "decoder.1.ffn.out"}
+        )
+    p = random_sae(cfg)
+    saelens.write(tmp_path / "s", cfg, p)
+    theirs = (Transcoder if cfg.transcoder else SAE).load_from_disk(str(tmp_path / "s"))
+    x = np.random.default_rng(2).standard_normal((5, cfg.d_in))
+    with torch.no_grad():
+        out = theirs(torch.tensor(x, dtype=torch.float32))
+    out = out[0] if isinstance(out, tuple) else out
+    assert np.abs(out.double().numpy() - forward(cfg, p, x)).max() < 1e-5
 
 
 def saelens_folder(folder, cfg_json: dict, d_in: int, d_sae: int, seed: int = 0):

@@ -141,6 +141,7 @@ def cmd_train(args) -> int:
         k=args.topk,
         d_out=y.shape[1] if y is not None else None,
         step_out=args.transcoder_to,
+        apply_b_dec_to_input=not args.transcoder_to,  # a transcoder's b_dec is of its output
         model_name=store.index["model"]["name"],
     )
     l1 = 0.0 if args.topk else (1.0 if args.l1 is None else args.l1)

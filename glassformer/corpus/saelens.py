@@ -166,7 +166,7 @@ def _config(path: Path, d: dict) -> SAEConfig:
         k=k if arch == "topk" else None,
         d_out=d_out,
         step_out=step_out,
-        apply_b_dec_to_input=bool(d.get("apply_b_dec_to_input", True)),
+        apply_b_dec_to_input=bool(d.get("apply_b_dec_to_input", arch != "transcoder")),
         center=center,
         model_name=str(get("model_name", "") or ""),
         hook_name=hook,
@@ -229,7 +229,8 @@ def config_dict(cfg: SAEConfig) -> dict:
         "d_sae": cfg.d_sae,
         "dtype": "float32",
         "device": "cpu",
-        "apply_b_dec_to_input": cfg.apply_b_dec_to_input,  # a transcoder never applies it
+        # SAELens refuses a transcoder's true: its b_dec has d_out numbers
+        "apply_b_dec_to_input": cfg.apply_b_dec_to_input and not cfg.transcoder,
         "normalize_activations": "none",
         "finetuning_scaling_factor": False,
         "activation_fn_str": "topk" if cfg.architecture == "topk" else "relu",
