@@ -249,6 +249,7 @@ ALLOWED = {
     # record a time-lapse (a training command) and how to start the server again
     ("serve/api.py", "--snapshot-views TEXT --view-every N"),
     ("serve/sessions.py", "start serve with --dtype float64"),
+    ("serve/stores.py", "start it with --sae SAE"),
 }
 
 

@@ -118,6 +118,13 @@ FLAGS = {
     "engine": "--engine",
     "dtype": "--dtype",
     "overwrite": "--overwrite",
+    # sae train, generate --steer-feature (cli/sae.py, cli/steering.py)
+    "sae.step": "--step",
+    "sae.steps": "--steps",
+    "features": "--features",
+    "transcoder_to": "--transcoder-to",
+    "resume": "--resume",
+    "steer_feature": "--steer-feature",
 }
 
 # How an argparse type names its option in a refusal, where not by its flag (`option_type`).

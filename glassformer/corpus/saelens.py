@@ -44,7 +44,7 @@ import numpy as np
 
 from glassformer import files
 from glassformer.corpus.sae import SAEConfig
-from glassformer.errors import GlassformerError
+from glassformer.errors import GlassformerError, param
 
 CFG_FILE = "cfg.json"
 WEIGHTS_FILE = "sae_weights.safetensors"
@@ -266,7 +266,7 @@ def write(
     """Write an SAELens folder (float32 weights), atomically; `extra` files beside them."""
     folder = Path(folder)
     if folder.exists() and not overwrite:
-        raise GlassformerError(f"{folder} exists; give --overwrite to replace it")
+        raise GlassformerError(f"{folder} exists; give {param('overwrite', True)} to replace it")
     arrays = {n: np.ascontiguousarray(params[n], dtype=np.float32) for n in NAMES}
     text = json.dumps(config_dict(cfg), indent=2).encode()
     return files.write_directory(
@@ -295,5 +295,7 @@ def feature_direction(folder: str | Path, feature: int, model_cfg) -> tuple[np.n
             "it was made for another model"
         )
     if not 0 <= feature < cfg.d_sae:
-        raise GlassformerError(f"--steer-feature {feature}: the SAE has 0..{cfg.d_sae - 1}")
+        raise GlassformerError(
+            f"{param('steer_feature', feature)}: the SAE has features 0..{cfg.d_sae - 1}"
+        )
     return p["W_dec"][feature], 0 if m is None else int(m.group(1)) + 1

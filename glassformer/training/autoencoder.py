@@ -37,7 +37,7 @@ from glassformer.corpus.sae import (
     scale_of,
     step_once,
 )
-from glassformer.errors import GlassformerError, Interrupted
+from glassformer.errors import GlassformerError, Interrupted, param
 from glassformer.training.train import StopSignals
 
 STATE_FILE = "training_state.pt"
@@ -140,7 +140,8 @@ def _resumed(out: Path, cfg: SAEConfig, tcfg: TrainConfig) -> Run:
     if same != (cfg.d_in, cfg.d_sae, cfg.step, cfg.step_out):
         raise GlassformerError(
             f"{out} holds an SAE of {saved_cfg.step} with {saved_cfg.d_sae} features; resume "
-            "with the same --step, --features and --transcoder-to, or choose another --out"
+            f"with the same {param('sae.step')}, {param('features')} and {param('transcoder_to')}, "
+            f"or choose another {param('out')}"
         )
     path = files.member(out, STATE_FILE, required=False)
     if path is None:
@@ -165,7 +166,8 @@ def _resumed(out: Path, cfg: SAEConfig, tcfg: TrainConfig) -> Run:
         )
     except Exception as e:  # noqa: BLE001 - a damaged state is one line
         raise GlassformerError(
-            f"{path} is damaged ({type(e).__name__}); restore it or start again without --resume"
+            f"{path} is damaged ({type(e).__name__}); restore it or start again without "
+            f"{param('resume')}"
         ) from None
     for key in ("batch_size", "seed", "l1", "lr"):
         if saved_tcfg.get(key) != getattr(tcfg, key):
@@ -174,5 +176,7 @@ def _resumed(out: Path, cfg: SAEConfig, tcfg: TrainConfig) -> Run:
                 "resume with the same settings"
             )
     if run.step > tcfg.steps:
-        raise GlassformerError(f"{out} is at step {run.step}, beyond --steps {tcfg.steps}")
+        raise GlassformerError(
+            f"{out} is at step {run.step}, beyond {param('sae.steps', tcfg.steps)}"
+        )
     return run
