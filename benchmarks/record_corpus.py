@@ -59,7 +59,7 @@ def main() -> None:
     def plain():
         docs = record._documents(text, "text", "tinyshakespeare")
         ids, _, _ = record._tokenize(rt, docs, "text", args.tokens)
-        forward = activations._torch_forward(rt.torch("float32"), rt.cfg, rt.params)
+        forward = activations.torch_forward(rt.torch("float32"), rt.cfg, rt.params)
         kept = [list(map(int, x)) for x in ids if len(x)]
         for at in range(0, len(kept), args.batch_size):
             forward({"decoder": kept[at : at + args.batch_size]})
