@@ -407,19 +407,31 @@ class _Run:
     def rows(self, ids, first: int, end: int) -> dict:
         """One shard's rows: tokens, document, position, and each step's (n, width) values."""
         docs = [d for d in range(first, end) if len(ids[d])]
-        parts = {n: [] for n in self.names}
+        lengths = [len(ids[d]) for d in docs]
+        steps: dict[str, np.ndarray] = {}  # each (rows, ...) allocated once, filled batch by batch
+        row = 0
         for at in range(0, len(docs), self.batch_size):
             batch = docs[at : at + self.batch_size]
             cache = self.cache([ids[d] for d in batch], batch, self.engine, self.compute)
             for n in self.names:
-                v = cache[n]
-                parts[n] += [v[b, : len(ids[d])] for b, d in enumerate(batch)]
-        lengths = [len(ids[d]) for d in docs]
+                v = cache[n]  # (B, T, ...)
+                if n not in steps:
+                    steps[n] = np.empty((sum(lengths), *v.shape[2:]), v.dtype)
+                r = row
+                for b, d in enumerate(batch):
+                    steps[n][r : r + len(ids[d])] = v[b, : len(ids[d])]
+                    r += len(ids[d])
+            row += sum(len(ids[d]) for d in batch)
+        if not docs:  # a shard of blank lines only (a rank's block of them): nothing to write
+            raise S.StoreError(
+                f"documents {first}..{end - 1} hold no tokens: a shard needs at least one row "
+                "(run with fewer processes, or leave out the blank lines)"
+            )
         return {
             "tokens": np.concatenate([ids[d] for d in docs] or [np.zeros(0, np.int32)]),
             "document": np.repeat(np.asarray(docs, np.int32), lengths),
             "position": np.concatenate([np.arange(k, dtype=np.int32) for k in lengths] or [[]]),
-            "steps": {n: np.concatenate(parts[n]) for n in self.names},
+            "steps": steps,
         }
 
     def cache(self, ids, docs, engine, compute):
