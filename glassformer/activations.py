@@ -79,7 +79,7 @@ class ActivationCache(Mapping):
             found = {n: a for n, a in self.arrays.items() if fnmatch.fnmatchcase(n, key)}
             if found:
                 return found
-        raise TraceError(f"{key!r} names no step of this cache; {_hint(key, self.names)}")
+        raise TraceError(f"{key!r} names no step of this cache; {hint(key, self.names)}")
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.arrays)
@@ -151,7 +151,7 @@ def _padding_only(name: str) -> bool:
     return name.endswith(".mask") and (name.startswith("encoder.") or ".cross_attn." in name)
 
 
-def _hint(key, names: list[str]) -> str:
+def hint(key, names: list[str]) -> str:
     """Close names, else a few of them: what a refusal of an unknown name or glob suggests."""
     close = difflib.get_close_matches(str(key), names, n=3, cutoff=0.6)
     deeper = [n for n in names if n.startswith(f"{key}.")][:1]
@@ -300,7 +300,7 @@ def _select(order: list[str], globs: list[str], engine: str, model: str, referen
             also = " (the reference engine records it: engine='reference')" if there else ""
             raise InputError(
                 f"names: {g!r} matches no step of {model} on the {engine} engine{also}; "
-                f"{_hint(g, order)}"
+                f"{hint(g, order)}"
             )
     return [n for n in order if any(fnmatch.fnmatchcase(n, g) for g in globs)]
 

@@ -226,7 +226,7 @@ def test_bad_input_is_one_line(m, corpus, clean, tmp_path, capsys):
     assert "empty" in refused(["record-corpus", lm, empty, "--steps", "decoder.0.out",
                                 "--out", out], capsys)  # fmt: skip
     err = refused(["record-corpus", lm, corpus, "--steps", "decoder.9.out", "--out", out], capsys)
-    assert "'decoder.9.out' matches no step" in err
+    assert "--steps decoder.9.out matches no step" in err
     err = refused(["record-corpus", lm, corpus, "--steps", "decoder.0.self_attn.head1.A",
                    "--out", out], capsys)  # fmt: skip
     assert "not one row per token position" in err and "--steps" in err

@@ -315,15 +315,19 @@ def _steps(m, steps, side: str, engine: str, compute: str, first, first_src):
     """(the step names kept, {name: width}): the globs' per-position matches on one document."""
     globs = activations.step_globs(steps)
     srcs = None if first_src is None else [first_src]
-    cache = _cache(m, [first], globs, side, engine, compute, 1, srcs)
+    every = _cache(m, [first], ["*"], side, engine, compute, 1, srcs)  # one document, every step
     stack = "encoder" if m.cfg.arch == "encoder" or side == "source" else "decoder"
-    per = {n: cache[n].shape[-1] for n in cache.names if _per_position(n, cache[n], m.cfg, stack)}
+    per = {n: every[n].shape[-1] for n in every.names if _per_position(n, every[n], m.cfg, stack)}
     for g in globs:
-        matched = [n for n in cache.names if fnmatch.fnmatchcase(n, g)]
+        matched = [n for n in every.names if fnmatch.fnmatchcase(n, g)]
+        if not matched:
+            raise InputError(
+                f"{param('record_corpus.steps', g)} matches no step of {m.name} on the {engine} "
+                f"engine; {activations.hint(g, list(every.names))}"
+            )
         if not any(n in per for n in matched):
             shown = ", ".join(matched[:3]) + (" ..." if len(matched) > 3 else "")
             of = f" of the {side} side" if side != "text" else ""
-            every = _cache(m, [first], ["*"], side, engine, compute, 1, srcs)
             like = [n for n in every.names if _per_position(n, every[n], m.cfg, stack)]
             like = [n for n in like if n.endswith((".0.out", ".0.ffn.hidden", "head0.C"))][:3]
             raise InputError(
@@ -331,7 +335,7 @@ def _steps(m, steps, side: str, engine: str, compute: str, first, first_src):
                 f" not one row per token position{of}{_why(matched)}; a store "
                 f"keeps steps like {', '.join(like)}"
             )
-    names = [n for n in cache.names if n in per]
+    names = [n for n in every.names if n in per and any(fnmatch.fnmatchcase(n, g) for g in globs)]
     return names, {n: per[n] for n in names}
 
 
