@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -475,6 +476,7 @@ def _bad_folders(d):
           "{tmp}/o"], "holds no step 'decoder.9.out'"),
         (["sae", "eval", "{narrow}", "{dec}", "{corpus}"], "with width 8, and this model's is 16"),
         (["sae", "eval", "{corrupt}", "{dec}", "{corpus}"], "is corrupt"),
+        (["sae", "eval", "{sae}", "{en_es}", "{corpus}"], "{en_es} is an encoder-decoder model;"),
         (["sae", "eval", "{jumprelu}", "{dec}", "{corpus}"], "architecture 'jumprelu' is not one"),
         (["generate", "{dec}", "the", "--sae", "{hidden}", "--steer-feature", "0"],
          "steering by a feature adds its decoder row"),
@@ -492,6 +494,7 @@ def test_bad_input_is_one_line(built, tmp_path, capsys, args, says):
     names = {"store": d / "store", "dec": d / "dec", "corpus": d / "c.txt", "sae": d / "sae",
              "other": d / "other"}  # fmt: skip
     names = {k: str(v) for k, v in names.items()} | _bad_folders(d) | {"tmp": str(tmp_path)}
+    names["en_es"] = str(Path(__file__).resolve().parents[1] / "models" / "en-es")
     capsys.readouterr()
     assert main([a.format(**names) for a in args]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -337,3 +337,13 @@ def test_the_explorer_steers_a_generation_and_refuses_bad_fields(folders):
         ):
             error = client.post("generate", body | steer | bad, expect=400)
             assert says in json.dumps(error, ensure_ascii=False), error
+
+
+def test_steered_refuses_to_run_inside_a_steering(folders):
+    """Inside the `with` block its "before" would be steered too: the report would compare the
+    steered run with itself. It says so instead."""
+    m = glassformer.load(folders / "dec", engine="reference")
+    steer = m.steer("the cat|the dog", layer=0, scale=3.0)
+    with steer, pytest.raises(GlassformerError, match="outside any steering or intervention"):
+        m.steered("the mat", steer, decoding=Decoding(max_new_tokens=2))
+    assert m.steered("the mat", steer, decoding=Decoding(max_new_tokens=2)).steps

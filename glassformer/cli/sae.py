@@ -206,7 +206,10 @@ def _sae_and_model(args):
     cfg, p = saelens.read(args.sae)
     m = load_model(args.checkpoint)
     if m.cfg.arch != "decoder":
-        raise GlassformerError("sae works on decoder models (a language model) for now")
+        raise GlassformerError(
+            f"{args.checkpoint} is an {m.cfg.arch} model; sae eval and sae features read a "
+            "decoder's stream (a language model) for now"
+        )
     check_fits(cfg, step_widths(m.params, m.cfg, [0, 0]))
     return cfg, p, m
 

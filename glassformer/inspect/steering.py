@@ -46,7 +46,7 @@ from glassformer import reference as R
 from glassformer.decoding import Decoding, softmax
 from glassformer.errors import GlassformerError, InputError, param
 from glassformer.inspect.interventions import resid_pre
-from glassformer.trace import first_position, intervene, prompt_length, tracing
+from glassformer.trace import first_position, intervene, intervening, prompt_length, tracing
 
 TOP = 5  # tokens shown per distribution in the report
 
@@ -248,6 +248,11 @@ def compare(m, text: str, steering: Steering, decoding: Decoding | None = None) 
     the steering (the same decoding, the same seed), and per new token of the steered output its
     token, and the top tokens of the next-token distribution (softmax of the logits) before
     (without the steering, on the same prefix) and after. Called outside the steering."""
+    if intervening():  # "before" would be steered too, and the report would compare nothing
+        raise GlassformerError(
+            "Model.steered decodes without and with the steering it is given, so it is called "
+            "outside any steering or intervention: move it out of the `with` block"
+        )
     decoding = decoding or Decoding()
     enc_dec = m.cfg.arch == "encoder-decoder"
     window = not enc_dec
