@@ -1,8 +1,9 @@
 """Probing a model: `lens` (each layer's residual stream read through the output head, and each
-head's direct share of a chosen logit), `circuit` (the exact attribution graph of one logit) and
-`attribute` (how much each input token contributes to each predicted token, by integrated
-gradients or gradient x input). The work is `glassformer.inspect`'s (lens, circuit, attribution);
-here are the options and the printing.
+head's direct share of a chosen logit), `circuit` (the exact attribution graph of one logit),
+`qk` (one attention score split by what wrote the query and the key) and `attribute` (how much
+each input token contributes to each predicted token, by integrated gradients or gradient x
+input). The work is `glassformer.inspect`'s (lens, circuit, qk, attribution); here are the
+options and the printing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,13 @@ from glassformer.inspect.attribution import MAX_STEPS
 
 
 def add_parsers(sub) -> None:
+    _lens_parser(sub)
+    _circuit_parser(sub)
+    _qk_parser(sub)
+    _attribute_parser(sub)
+
+
+def _lens_parser(sub) -> None:
     lens = sub.add_parser(
         "lens",
         help="the logit lens: what each layer would predict, position by position",
@@ -45,6 +53,8 @@ def add_parsers(sub) -> None:
     )
     lens.set_defaults(func=cmd_lens)
 
+
+def _circuit_parser(sub) -> None:
     c = sub.add_parser(
         "circuit",
         help="why it predicted that: the exact attribution graph of one logit",
@@ -84,6 +94,8 @@ def add_parsers(sub) -> None:
     _output_args(c, "the graph")
     c.set_defaults(func=cmd_circuit)
 
+
+def _qk_parser(sub) -> None:
     q = sub.add_parser(
         "qk",
         help="why a head attends there: its score split by what wrote the query and the key",
@@ -105,6 +117,8 @@ def add_parsers(sub) -> None:
     _output_args(q, "the table")
     q.set_defaults(func=cmd_qk)
 
+
+def _attribute_parser(sub) -> None:
     at = sub.add_parser(
         "attribute",
         help="which input tokens each predicted token comes from (integrated gradients)",
@@ -266,9 +280,9 @@ def circuit_text(d: dict, top: int = 12) -> str:
     ]
     lines += [f"    {_node(n):<40}{n['value']:>+12.4f}" for n in nodes]
     lines.append("  edges (what one writes into what another reads):")
-    said = {n["name"]: _node(n) for n in g["nodes"]}
+    shown = {n["name"]: _node(n) for n in g["nodes"]}
     for e in edges:
-        lines.append(f"    {said[e['from']]:<36} -> {said[e['to']]:<36}{e['weight']:>+11.4f}")
+        lines.append(f"    {shown[e['from']]:<36} -> {shown[e['to']]:<36}{e['weight']:>+11.4f}")
     return "\n".join(lines)
 
 
